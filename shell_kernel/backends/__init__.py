@@ -1,0 +1,46 @@
+"""Backends run one bash somewhere and move bytes to and from it.
+
+A backend knows nothing of cells, frames or Jupyter. The session layer
+(shell_kernel.session) drives it through these verbs only.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Callable
+
+OutputCallback = Callable[[str, bytes], None]  # ("stdout" | "stderr", data)
+ExitCallback = Callable[[str, "int | None"], None]  # (what happened, exit status)
+
+
+@dataclass
+class SideResult:
+    status: int
+    stdout: str
+    stderr: str
+
+
+class BackendError(RuntimeError):
+    """The backend could not do what was asked; the message is for the user."""
+
+
+class Backend(abc.ABC):
+    #: Shown to the user in banners and messages, e.g. "local" or "ssh alice@db1".
+    description = "shell"
+
+    @abc.abstractmethod
+    def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
+        """Start bash; call on_output with its bytes and on_exit once when it ends."""
+
+    @abc.abstractmethod
+    def send(self, data: bytes) -> None:
+        """Write bytes to the shell's standard input."""
+
+    @abc.abstractmethod
+    def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
+        """Run a short POSIX sh script next to the shell (same host), not in it."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the shell's channels; idempotent."""

@@ -1,0 +1,79 @@
+"""Kernelspecs: write one from the kernelspec/ template, or remove one."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+from .config import KernelConfig
+
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$", re.IGNORECASE)
+
+
+class InstallError(RuntimeError):
+    """A kernelspec could not be written or removed; the message says why."""
+
+
+def template_dir() -> Path:
+    """kernelspec/ ships inside the wheel as shell_kernel/kernelspec; a source
+    checkout (editable install) has it beside the package."""
+    packaged = Path(str(resources.files("shell_kernel").joinpath("kernelspec")))
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "kernelspec"
+
+
+def check_name(name: str) -> str:
+    if not NAME_PATTERN.match(name):
+        raise InstallError(f"kernel name {name!r} is not valid: use letters, digits, '.', '_' "
+                           "and '-', starting with a letter or digit")
+    return name
+
+
+def build_spec(config: KernelConfig, display_name: str | None) -> dict:
+    spec = json.loads((template_dir() / "kernel.json").read_text())
+    argv = [sys.executable if part == "{python}" else part for part in spec["argv"]]
+    at = argv.index("kernel") + 1
+    spec["argv"] = argv[:at] + config.to_argv() + argv[at:]
+    if display_name:
+        spec["display_name"] = display_name
+    spec["metadata"]["shell_kernel"] = {"backend": config.backend}
+    return spec
+
+
+def install(config: KernelConfig, name: str = "shell", display_name: str | None = None,
+            user: bool = False, sys_prefix: bool = False, prefix: str | None = None) -> str:
+    check_name(name)
+    if sys_prefix:
+        prefix = sys.prefix
+    spec = build_spec(config, display_name)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)
+        for logo in template_dir().glob("logo-*"):
+            shutil.copy(logo, tmp)
+        (Path(tmp) / "kernel.json").write_text(json.dumps(spec, indent=2) + "\n")
+        try:
+            return KernelSpecManager().install_kernel_spec(tmp, name, user=user, prefix=prefix,
+                                                           replace=True)
+        except OSError as err:
+            hint = "" if user else " (try --user, or --sys-prefix inside a virtual environment)"
+            raise InstallError(f"could not install kernelspec {name!r}: {err}{hint}") from err
+
+
+def uninstall(name: str) -> str:
+    manager = KernelSpecManager()
+    try:
+        path = manager.get_kernel_spec(name).resource_dir
+    except NoSuchKernel:
+        known = ", ".join(sorted(manager.find_kernel_specs())) or "none"
+        raise InstallError(f"no kernelspec named {name!r} (installed: {known})") from None
+    manager.remove_kernel_spec(name)
+    return path

@@ -1,0 +1,163 @@
+"""The Jupyter side: protocol messages in, ShellSession calls out.
+
+Nothing here knows bash syntax; everything here knows Jupyter messages.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+from ipykernel.kernelbase import Kernel
+
+from . import __version__
+from .config import KernelConfig
+from .session import CellResult, SessionError, ShellSession
+
+
+class ShellKernel(Kernel):
+    implementation = "shell_kernel"
+    implementation_version = __version__
+    #: Set by the launcher before the kernel application creates the kernel.
+    config_for_launch: KernelConfig = KernelConfig()
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._config = type(self).config_for_launch
+        self._output_parent: dict | None = None
+        self._session = ShellSession(self._config.backend_factory(), self._send_stream,
+                                     self._config.session_options())
+        self._start_error: str | None = None
+        self._started = threading.Event()
+        threading.Thread(target=self._start_shell, name="shell-kernel-start", daemon=True).start()
+        self._install_sigint_handler()
+
+    # ---------------------------------------------------------------- start
+    def _start_shell(self) -> None:
+        try:
+            self._session.start()
+        except SessionError as err:
+            self._start_error = str(err)
+        finally:
+            self._started.set()
+
+    def _wait_started(self) -> None:
+        self._started.wait(self._config.start_timeout + 5)
+
+    @property
+    def banner(self) -> str:
+        self._wait_started()
+        info = self._session.info
+        version = info.bash_version if info else "unknown"
+        return (f"shell_kernel {__version__}: a persistent bash {version} "
+                f"({self._session.description}).\nEach cell runs in the same shell; "
+                "a non-zero exit status makes the cell an error.")
+
+    @property
+    def language_info(self) -> dict:
+        self._wait_started()
+        info = self._session.info
+        return {
+            "name": "bash",
+            "version": info.bash_version if info else "",
+            "mimetype": "text/x-sh",
+            "file_extension": ".sh",
+            "codemirror_mode": "shell",
+            "pygments_lexer": "bash",
+        }
+
+    @property
+    def kernel_info(self) -> dict:
+        info = super().kernel_info
+        # A shell has neither subshells nor a debugger, whatever the base class finds installed.
+        info["supported_features"] = []
+        return info
+
+    # -------------------------------------------------------------- signals
+    def _install_sigint_handler(self) -> None:
+        # With interrupt_mode "message" interrupts arrive on the control
+        # channel; a stray SIGINT (a terminal Ctrl-C, a client in signal mode)
+        # means the same thing and must never raise inside the kernel.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum, frame) -> None:
+        self._session.interrupt()
+
+    def pre_handler_hook(self) -> None:
+        """The base class arms KeyboardInterrupt here; a shell kernel must not."""
+
+    def post_handler_hook(self) -> None:
+        """See pre_handler_hook."""
+
+    async def interrupt_request(self, stream, ident, parent):
+        self._session.interrupt()
+        self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
+
+    # -------------------------------------------------------------- execute
+    def _send_stream(self, name: str, text: str) -> None:
+        parent = self._output_parent
+        if parent is None or not text:
+            return
+        self.session.send(self.iopub_socket, "stream", {"name": name, "text": text},
+                          parent=parent, ident=self._topic("stream"))
+
+    async def do_execute(self, code, silent, store_history=True, user_expressions=None,
+                         allow_stdin=False, *, cell_meta=None, cell_id=None):
+        self._output_parent = self.get_parent("shell")
+        self._wait_started()
+        if self._start_error and self._session.info is None:
+            return self._error_reply("ShellUnavailable", self._start_error, {}, silent)
+        started = time.monotonic()
+        try:
+            result = self._session.run(code)
+        except SessionError as err:
+            meta = {"exit_code": None, "duration_s": round(time.monotonic() - started, 6)}
+            return self._error_reply("ShellUnavailable", str(err), meta, silent)
+        return self._reply_for(result, silent)
+
+    def _reply_for(self, result: CellResult, silent: bool) -> dict:
+        meta = {"exit_code": result.exit_code, "duration_s": round(result.duration_s, 6)}
+        if result.cwd is not None:
+            meta["cwd"] = result.cwd
+        if result.interrupted:
+            meta["interrupted"] = True
+        if result.shell_lost:
+            meta["shell_restarted"] = True
+        if result.spill_path:
+            meta["output_file"] = result.spill_path
+        if result.shell_lost:
+            return self._error_reply("ShellExited", f"{result.exit_code}: {result.shell_lost}",
+                                     meta, silent)
+        if result.interrupted and result.exit_code != 0:
+            return self._error_reply("KeyboardInterrupt", str(result.exit_code), meta, silent,
+                                     f"Interrupted (exit status {result.exit_code})")
+        if result.exit_code != 0:
+            return self._error_reply("ExitCode", str(result.exit_code), meta, silent,
+                                     f"Exit status {result.exit_code}")
+        self._reply_metadata = meta
+        return {"status": "ok", "execution_count": self.execution_count,
+                "payload": [], "user_expressions": {}}
+
+    def _error_reply(self, ename: str, evalue: str, meta: dict, silent: bool,
+                     summary: str | None = None) -> dict:
+        self._reply_metadata = meta
+        content = {"ename": ename, "evalue": evalue, "traceback": [summary or f"{ename}: {evalue}"]}
+        if not silent:
+            self.send_response(self.iopub_socket, "error", content)
+        return {"status": "error", "execution_count": self.execution_count, **content}
+
+    def init_metadata(self, parent):
+        self._reply_metadata = {}
+        return super().init_metadata(parent)
+
+    def finish_metadata(self, parent, metadata, reply_content):
+        metadata = super().finish_metadata(parent, metadata, reply_content)
+        metadata["shell_kernel"] = self._reply_metadata
+        return metadata
+
+    # ------------------------------------------------------------- shutdown
+    async def do_shutdown(self, restart):
+        self._session.close()
+        return {"status": "ok", "restart": restart}

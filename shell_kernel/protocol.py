@@ -1,0 +1,184 @@
+"""The byte-level protocol between the kernel and its bash: pure logic, no I/O.
+
+What goes in: one line that evals the cell (quoted as a bash ANSI-C string,
+so any byte is safe and the cell is always a single line), then one line
+that runs the post hook. What comes out: the user's bytes on two streams,
+with frames `\\036\\037<token>\\037<kind>\\037<field>...\\037\\036` that the
+session's bash code writes (see shell/session.bash).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+FRAME_START = b"\x1e\x1f"
+FRAME_END = b"\x1f\x1e"
+FIELD_SEP = b"\x1f"
+# A frame is short; anything longer after a start marker is user data.
+MAX_FRAME = 8192
+
+STREAMS = ("stdout", "stderr")
+
+
+def session_script(token: str) -> bytes:
+    """The bash code that turns a fresh interactive bash into a session."""
+    body = resources.files("shell_kernel.shell").joinpath("session.bash").read_bytes()
+    return b"__shell_kernel_token=" + token.encode() + b"\n" + body
+
+
+def ansi_c_quote(data: bytes) -> bytes:
+    """Quote bytes as one bash $'...' word that contains no raw newline."""
+    out = bytearray(b"$'")
+    for byte in data:
+        if byte == 0x27:
+            out += b"\\'"
+        elif byte == 0x5C:
+            out += b"\\\\"
+        elif byte == 0x0A:
+            out += b"\\n"
+        elif byte == 0x09 or 0x20 <= byte < 0x7F or byte >= 0x80:
+            out.append(byte)
+        else:
+            out += b"\\x%02x" % byte
+    out += b"'"
+    return bytes(out)
+
+
+@dataclass
+class PreparedCell:
+    source: bytes
+    removed_nul: bool
+
+
+def prepare_cell(code: str) -> PreparedCell:
+    """Normalise cell text the way a script file would be read.
+
+    CRLF line endings become LF (a stray CR would end up inside words).
+    NUL bytes cannot exist in a bash string, so they are removed, and the
+    caller tells the user.
+    """
+    text = code.replace("\r\n", "\n")
+    data = text.encode("utf-8", "replace")
+    removed = b"\x00" in data
+    return PreparedCell(data.replace(b"\x00", b""), removed)
+
+
+def eval_lines(source: bytes, seq: int) -> bytes:
+    """The two input lines that run one cell and report its end."""
+    return (
+        b"builtin eval -- " + ansi_c_quote(source) + b" </dev/null >&61 2>&62\n"
+        + post_line(seq, b'"$?"')
+    )
+
+
+def post_line(seq: int, status: bytes = b"130") -> bytes:
+    """A post-hook line; sent again after an interrupt in case the first was cut."""
+    return b"__shell_kernel_post " + status + b" %d\n" % seq
+
+
+EXIT_LINE = b"builtin exit 0\n"
+
+
+class FrameScanner:
+    """Splits one output stream into user data and kernel frames.
+
+    feed() returns a list of events: ("data", bytes) or ("frame", [fields]).
+    A possible frame split across reads is held back until it completes.
+    """
+
+    def __init__(self, token: str):
+        self._head = FRAME_START + token.encode() + FIELD_SEP
+        self._pending = b""
+
+    def feed(self, data: bytes) -> list[tuple[str, object]]:
+        buf = self._pending + data
+        self._pending = b""
+        events: list[tuple[str, object]] = []
+        start = 0
+        while True:
+            at = buf.find(self._head, start)
+            if at < 0:
+                keep = _partial_suffix(buf, self._head, start)
+                if keep:
+                    self._pending = buf[len(buf) - keep:]
+                    buf = buf[: len(buf) - keep]
+                if start < len(buf):
+                    events.append(("data", buf[start:]))
+                return events
+            end = buf.find(FRAME_END, at + len(self._head))
+            if end < 0:
+                if len(buf) - at > MAX_FRAME:
+                    # Not a frame after all: release it as data.
+                    events.append(("data", buf[start: at + len(self._head)]))
+                    start = at + len(self._head)
+                    continue
+                if at > start:
+                    events.append(("data", buf[start:at]))
+                self._pending = buf[at:]
+                return events
+            if at > start:
+                events.append(("data", buf[start:at]))
+            fields = buf[at + len(self._head): end].split(FIELD_SEP)
+            events.append(("frame", [f.decode("utf-8", "surrogateescape") for f in fields]))
+            start = end + len(FRAME_END)
+
+    def flush(self) -> bytes:
+        """Whatever is held back, as data (the stream ended)."""
+        data, self._pending = self._pending, b""
+        return data
+
+
+def _partial_suffix(buf: bytes, marker: bytes, start: int) -> int:
+    """Length of the longest tail of buf[start:] that is a proper prefix of marker."""
+    limit = min(len(marker) - 1, len(buf) - start)
+    for size in range(limit, 0, -1):
+        if buf.endswith(marker[:size]):
+            return size
+    return 0
+
+
+class TtyNoiseFilter:
+    """Drops bash's `tcsetattr: Inappropriate ioctl` complaints from stderr.
+
+    An interactive bash without a terminal prints
+    `bash: [PID: LEVEL (FD)] tcsetattr: <error>` whenever a foreground
+    program dies of a signal. It is about our plumbing, not the user's work.
+    Lines that might be that message are held until complete; all other
+    bytes pass straight through.
+    """
+
+    def __init__(self, shell_pid: int):
+        self._prefix = b"bash: [%d: " % shell_pid
+        self._line = re.compile(rb"bash: \[%d: \d+ \(\d+\)\] tcsetattr: [^\n]*\n" % shell_pid)
+        self._held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        data = self._held + data
+        self._held = b""
+        if self._prefix[:1] not in data:
+            return data
+        out = bytearray()
+        pos = 0
+        while pos < len(data):
+            nl = data.find(b"\n", pos)
+            line = data[pos:] if nl < 0 else data[pos: nl + 1]
+            if nl < 0:
+                if self._could_be_noise(line):
+                    self._held = line
+                else:
+                    out += line
+                break
+            if not self._line.fullmatch(line):
+                out += line
+            pos = nl + 1
+        return bytes(out)
+
+    def _could_be_noise(self, partial: bytes) -> bool:
+        n = min(len(partial), len(self._prefix))
+        return partial[:n] == self._prefix[:n] and len(partial) < 512
+
+    def flush(self) -> bytes:
+        data, self._held = self._held, b""
+        return data

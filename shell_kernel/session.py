@@ -1,0 +1,403 @@
+"""The persistent-shell session: one long-lived bash, driven cell by cell.
+
+This layer frames cells, streams their output, detects their end, reads
+their exit status, interrupts and escalates, and recovers when the shell
+dies. It knows nothing about Jupyter messages or sockets, and reaches the
+shell only through a Backend's verbs.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+from . import protocol
+from .backends import Backend, BackendError
+from .output import Coalescer, OutputLimit, Sink, StreamDecoder
+
+log = logging.getLogger("shell_kernel.session")
+
+REAP_SCRIPT = resources.files("shell_kernel.shell").joinpath("reap.sh").read_text()
+
+# Reader threads block once this much output waits for the pump: the shell
+# then blocks on its pipe, so memory stays bounded whatever a cell prints.
+MAX_QUEUED_BYTES = 8 << 20
+
+
+@dataclass
+class Options:
+    interrupt_grace: float = 1.0  # seconds between SIGINT and SIGTERM
+    output_limit: int = 64_000_000  # bytes of one cell's output sent to the frontend
+    spill_dir: Path = Path("shell_kernel_output")
+    start_timeout: float = 30.0
+    flush_interval: float = 0.05
+
+
+@dataclass
+class CellResult:
+    exit_code: int
+    duration_s: float
+    cwd: str | None = None
+    interrupted: bool = False
+    #: Set when the shell ended during the cell: what happened, for the user.
+    shell_lost: str | None = None
+    spill_path: str | None = None
+
+
+class SessionError(RuntimeError):
+    """The session cannot run cells; the message is written for the user."""
+
+
+@dataclass
+class _Cell:
+    seq: int
+    generation: int
+    limit: OutputLimit
+    started: float = field(default_factory=time.monotonic)
+    ended: dict = field(default_factory=lambda: {"stdout": False, "stderr": False})
+    status: int | None = None
+    cwd: str | None = None
+    interrupted: bool = False
+    escalating: bool = False
+    replaced: bool = False
+    lost: str | None = None
+    lost_status: int | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class ShellInfo:
+    pid: int
+    bash_version: str
+    state_dir: str
+
+
+class ShellSession:
+    def __init__(self, backend_factory: Callable[[], Backend], sink: Sink,
+                 options: Options | None = None):
+        self._backend_factory = backend_factory
+        self._sink = sink
+        self.options = options or Options()
+        self._backend: Backend | None = None
+        self._generation = 0
+        self._info: ShellInfo | None = None
+        self._alive = False
+        self._lost_while_idle: str | None = None
+        self._closing = False
+        self._seq = 0
+        self._cell: _Cell | None = None
+        self._run_lock = threading.Lock()
+        # Events from backend threads to the pump thread.
+        self._cond = threading.Condition()
+        self._events: collections.deque = collections.deque()
+        self._queued = 0
+        self._ready = threading.Event()
+        self._ready_fields: dict = {}
+        self._scanners: dict[str, protocol.FrameScanner] = {}
+        self._noise: protocol.TtyNoiseFilter | None = None
+        self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
+        self._coalescer = Coalescer(self._sink, interval=self.options.flush_interval)
+        self._pump_thread = threading.Thread(target=self._pump, name="shell-kernel-pump", daemon=True)
+        self._pump_thread.start()
+
+    # ----------------------------------------------------------------- start
+    @property
+    def info(self) -> ShellInfo | None:
+        return self._info
+
+    @property
+    def description(self) -> str:
+        return self._backend.description if self._backend else "shell"
+
+    def start(self) -> ShellInfo:
+        """Start a shell and wait until it is ready for cells."""
+        token = secrets.token_hex(8)
+        backend = self._backend_factory()
+        with self._cond:
+            self._generation += 1
+            generation = self._generation
+            self._scanners = {name: protocol.FrameScanner(token) for name in protocol.STREAMS}
+            self._noise = None
+            self._ready.clear()
+            self._ready_fields = {}
+        self._backend = backend
+        backend.start(
+            lambda stream, data: self._on_output(generation, stream, data),
+            lambda reason, status: self._push(("exit", generation, reason, status)),
+        )
+        backend.send(b"builtin eval -- " + protocol.ansi_c_quote(protocol.session_script(token)) + b"\n")
+        if not self._ready.wait(self.options.start_timeout) or not self._alive:
+            reason = self._ready_fields.get("failed", f"no answer within {self.options.start_timeout:g} s")
+            self._discard_backend(backend)
+            raise SessionError(
+                f"The {backend.description} bash did not start ({reason}). Check that bash "
+                "is installed and that your shell startup files finish without waiting for input; "
+                "the 'clean' option starts bash without them.")
+        fields = self._ready_fields
+        self._info = ShellInfo(int(fields["pid"]), fields["version"], fields["dir"])
+        with self._cond:
+            self._noise = protocol.TtyNoiseFilter(self._info.pid)
+        log.info("shell ready: pid %s, bash %s, state dir %s",
+                 self._info.pid, self._info.bash_version, self._info.state_dir)
+        return self._info
+
+    def _discard_backend(self, backend: Backend) -> None:
+        self._alive = False
+        try:
+            backend.close()
+        except Exception:  # noqa: BLE001 - cleanup of a failed start must not mask its error
+            log.debug("closing a failed backend", exc_info=True)
+
+    # ------------------------------------------------------------- run cells
+    def run(self, code: str) -> CellResult:
+        with self._run_lock:
+            if self._closing:
+                raise SessionError("The kernel is shutting down.")
+            if not self._alive:
+                self._restart_before_cell()
+            prepared = protocol.prepare_cell(code)
+            if prepared.removed_nul:
+                self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "
+                           "(bash cannot hold them in a command).\n")
+            with self._cond:
+                self._seq += 1
+                cell = _Cell(self._seq, self._generation,
+                             OutputLimit(self.options.output_limit, self.options.spill_dir))
+                self._cell = cell
+            try:
+                self._backend.send(protocol.eval_lines(prepared.source, cell.seq))
+            except BackendError as err:
+                self._finish_lost(cell, f"could not send the cell: {err}", None)
+            while not cell.done.wait(0.5):
+                pass
+            with self._cond:
+                self._cell = None
+            cell.limit.close()
+            return self._result(cell)
+
+    def _result(self, cell: _Cell) -> CellResult:
+        duration = time.monotonic() - cell.started
+        spill = str(cell.limit.spill_path) if cell.limit.spill_path else None
+        if cell.lost is None:
+            return CellResult(cell.status if cell.status is not None else 1, duration,
+                              cell.cwd, cell.interrupted, spill_path=spill)
+        status = cell.lost_status if cell.lost_status is not None else 1
+        message = self._recover(cell)
+        return CellResult(status, duration, None, cell.interrupted, message, spill)
+
+    def _recover(self, cell: _Cell) -> str:
+        """The shell ended during a cell: start another, say what was lost."""
+        if cell.replaced:
+            what = ("The shell did not stop after SIGINT, SIGTERM and SIGKILL to this cell's "
+                    "processes (it ignores SIGINT, e.g. after trap '' INT), so it was replaced.")
+        else:
+            what = f"The shell running this cell ended ({cell.lost})."
+        if self._closing:
+            return what
+        try:
+            self._start_fresh()
+        except SessionError as err:
+            return f"{what} A new shell could not be started: {err} The next cell will try again."
+        return (f"{what} A new shell was started: the working directory, variables, "
+                "functions, aliases and background jobs of the old shell are gone.")
+
+    def _restart_before_cell(self) -> None:
+        reason = self._lost_while_idle or "it was not running"
+        self._lost_while_idle = None
+        self._start_fresh()
+        self._sink("stderr", f"[shell_kernel] The shell had ended while idle ({reason}). A new "
+                             "shell was started: cwd, variables and functions were reset.\n")
+
+    def _start_fresh(self) -> None:
+        old = self._backend
+        if old is not None:
+            self._reap_all(old)
+            self._discard_backend(old)
+        self.start()
+
+    # ------------------------------------------------------------ interrupts
+    def interrupt(self) -> None:
+        """Ctrl-C for the running cell; harmless when idle. Returns at once."""
+        with self._cond:
+            cell = self._cell
+            if cell is None or cell.escalating or cell.done.is_set():
+                return
+            cell.escalating = True
+            cell.interrupted = True
+        threading.Thread(target=self._escalate, args=(cell,), name="shell-kernel-interrupt",
+                         daemon=True).start()
+
+    def _escalate(self, cell: _Cell) -> None:
+        """SIGINT, then SIGTERM and SIGKILL to what is left, then a new shell."""
+        backend, info = self._backend, self._info
+        steps = [("shell", "INT", self.options.interrupt_grace),
+                 ("cell", "TERM", 0.3),
+                 ("cell", "KILL", 0.7)]
+        for scope, signal_name, wait in steps:
+            if cell.done.is_set():
+                return
+            try:
+                self._reap(backend, info, scope, signal_name)
+                if scope == "cell":
+                    # A shell waiting on a killed child resumes its command
+                    # line; a second SIGINT makes it abandon the line instead.
+                    self._reap(backend, info, "shell", "INT")
+                backend.send(protocol.post_line(cell.seq))
+            except BackendError as err:
+                log.warning("interrupt step %s %s failed: %s", scope, signal_name, err)
+            if cell.done.wait(wait):
+                return
+        cell.replaced = True
+        self._reap_all(backend)
+
+    def _reap(self, backend: Backend, info: ShellInfo, scope: str, signal_name: str) -> str:
+        result = backend.side_command(REAP_SCRIPT, [scope, signal_name, str(info.pid), info.state_dir])
+        log.debug("reap %s %s: %s", scope, signal_name, result.stdout.strip())
+        return result.stdout
+
+    def _reap_all(self, backend: Backend) -> None:
+        info = self._info
+        if info is None:
+            return
+        try:
+            backend.side_command(REAP_SCRIPT, ["all", "-", str(info.pid), info.state_dir], timeout=10)
+        except BackendError as err:
+            log.warning("could not clean up the shell's processes: %s", err)
+
+    # -------------------------------------------------------------- shutdown
+    def close(self) -> None:
+        """Stop every process of the session and remove its state directory."""
+        self._closing = True
+        backend = self._backend
+        if backend is not None:
+            self._reap_all(backend)
+            self._discard_backend(backend)
+        with self._cond:
+            self._cond.notify_all()
+        self._pump_thread.join(timeout=2)
+
+    # ------------------------------------------------ backend threads -> pump
+    def _on_output(self, generation: int, stream: str, data: bytes) -> None:
+        scanner = self._scanners.get(stream)
+        if scanner is None:
+            return
+        for kind, value in scanner.feed(data):
+            if kind == "data":
+                self._push(("data", generation, stream, value), len(value))
+            else:
+                self._push(("frame", generation, stream, value))
+
+    def _push(self, event: tuple, size: int = 0) -> None:
+        with self._cond:
+            while self._queued > MAX_QUEUED_BYTES and not self._closing:
+                self._cond.wait(0.5)
+            self._events.append(event)
+            self._queued += size
+            self._cond.notify_all()
+
+    def _pump(self) -> None:
+        while True:
+            with self._cond:
+                while not self._events and not self._closing:
+                    deadline = self._coalescer.deadline()
+                    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    if not self._cond.wait(timeout) and deadline is not None:
+                        break
+                if self._closing and not self._events:
+                    return
+                events = list(self._events)
+                self._events.clear()
+                self._queued = 0
+                self._cond.notify_all()
+            for event in events:
+                try:
+                    self._handle(event)
+                except Exception:  # noqa: BLE001 - the pump must outlive one bad event
+                    log.exception("while handling %r", event[:3])
+            self._coalescer.flush_if_due()
+
+    def _handle(self, event: tuple) -> None:
+        kind, generation = event[0], event[1]
+        if generation != self._generation:
+            return
+        if kind == "data":
+            self._handle_data(event[2], event[3])
+        elif kind == "frame":
+            self._handle_frame(event[2], event[3])
+        else:
+            self._handle_exit(event[2], event[3])
+
+    def _handle_data(self, stream: str, data: bytes) -> None:
+        if not self._ready.is_set():
+            log.debug("startup output on %s: %r", stream, data[:200])
+            return
+        if stream == "stderr" and self._noise is not None:
+            data = self._noise.feed(data)
+        cell = self._cell
+        if cell is not None and not cell.ended[stream] and cell.generation == self._generation:
+            data, notice = cell.limit.admit(data)
+            if notice:
+                self._coalescer.add(stream, self._decoders[stream].decode(data))
+                self._coalescer.add("stderr", notice)
+                return
+        self._coalescer.add(stream, self._decoders[stream].decode(data))
+
+    def _handle_frame(self, stream: str, fields: list[str]) -> None:
+        kind = fields[0] if fields else ""
+        if kind == "ready":
+            if stream == "stdout" and len(fields) >= 4:
+                self._ready_fields.update(pid=fields[1], version=fields[2], dir=fields[3])
+            self._ready_fields[stream] = True
+            if "stdout" in self._ready_fields and "stderr" in self._ready_fields:
+                self._alive = True
+                self._ready.set()
+            return
+        cell = self._cell
+        if kind != "end" or cell is None or len(fields) < 2 or fields[1] != str(cell.seq):
+            return  # the repeat of an earlier cell's end, after an interrupt
+        if stream == "stdout" and len(fields) >= 4:
+            cell.status = _int_or(fields[2], 1)
+            cell.cwd = fields[3]
+        if stream == "stderr" and self._noise is not None:
+            self._coalescer.add("stderr", self._decoders["stderr"].decode(self._noise.flush()))
+        cell.ended[stream] = True
+        if cell.ended["stdout"] and cell.ended["stderr"]:
+            self._end_cell(cell)
+
+    def _handle_exit(self, reason: str, status: int | None) -> None:
+        self._alive = False
+        if not self._ready.is_set():
+            self._ready_fields["failed"] = f"bash {reason}"
+            self._ready.set()
+            return
+        for stream, scanner in self._scanners.items():
+            self._handle_data(stream, scanner.flush())
+        cell = self._cell
+        if cell is not None and not cell.done.is_set():
+            self._finish_lost(cell, reason, status)
+        else:
+            self._lost_while_idle = reason
+
+    def _finish_lost(self, cell: _Cell, reason: str, status: int | None) -> None:
+        cell.lost, cell.lost_status = reason, status
+        self._end_cell(cell)
+
+    def _end_cell(self, cell: _Cell) -> None:
+        for stream, decoder in self._decoders.items():
+            self._coalescer.add(stream, decoder.decode(b"", final=True))
+        self._coalescer.flush()
+        cell.done.set()
+
+
+def _int_or(text: str, default: int) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return default

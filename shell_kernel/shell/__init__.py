@@ -1,0 +1,1 @@
+"""Shell code that the kernel runs in (session.bash) and beside (reap.sh) the shell."""
