@@ -69,13 +69,14 @@ def eval_lines(source: bytes, seq: int) -> bytes:
     """The two input lines that run one cell and report its end."""
     return (
         b"builtin eval -- " + ansi_c_quote(source) + b" </dev/null >&61 2>&62\n"
-        + post_line(seq, b'"$?"')
+        + post_line(seq, b"$?")
     )
 
 
 def post_line(seq: int, status: bytes = b"130") -> bytes:
     """A post-hook line; sent again after an interrupt in case the first was cut."""
-    return b"__shell_kernel_post " + status + b" %d\n" % seq
+    return (b"__shell_kernel_rc=" + status + b" __shell_kernel_flags=$-; builtin set +T; "
+            b"__shell_kernel_post %d\n" % seq)
 
 
 EXIT_LINE = b"builtin exit 0\n"

@@ -100,6 +100,7 @@ class ShellSession:
         self._queued = 0
         self._ready = threading.Event()
         self._ready_fields: dict = {}
+        self._startup_output = b""
         self._scanners: dict[str, protocol.FrameScanner] = {}
         self._noise: protocol.TtyNoiseFilter | None = None
         self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
@@ -127,6 +128,7 @@ class ShellSession:
             self._noise = None
             self._ready.clear()
             self._ready_fields = {}
+            self._startup_output = b""
         self._backend = backend
         backend.start(
             lambda stream, data: self._on_output(generation, stream, data),
@@ -336,7 +338,8 @@ class ShellSession:
 
     def _handle_data(self, stream: str, data: bytes) -> None:
         if not self._ready.is_set():
-            log.debug("startup output on %s: %r", stream, data[:200])
+            # rc-file noise: never shown, but kept briefly to explain a failed start.
+            self._startup_output = (self._startup_output + data)[-2000:]
             return
         if stream == "stderr" and self._noise is not None:
             data = self._noise.feed(data)
@@ -374,7 +377,8 @@ class ShellSession:
     def _handle_exit(self, reason: str, status: int | None) -> None:
         self._alive = False
         if not self._ready.is_set():
-            self._ready_fields["failed"] = f"bash {reason}"
+            said = self._startup_output.decode(errors="replace").strip()
+            self._ready_fields["failed"] = f"bash {reason}" + (f"; it said: {said}" if said else "")
             self._ready.set()
             return
         for stream, scanner in self._scanners.items():

@@ -17,7 +17,8 @@ class LocalBackend(Backend):
     description = "local"
 
     def __init__(self, bash: str = "bash", clean: bool = False, env: dict | None = None):
-        self._argv = [bash, "-i"] + (["--noprofile", "--norc"] if clean else ["-l"])
+        # Long options must come first: bash rejects them after -i.
+        self._argv = [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
         self._env = env
         self._proc: subprocess.Popen | None = None
         self._reader: threading.Thread | None = None

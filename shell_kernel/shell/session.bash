@@ -37,28 +37,32 @@ builtin export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER= \
   PYTHONUNBUFFERED=1 TERM=dumb
 
 # End of a cell: record the status, then frame the end on both streams.
-# $1: status of the cell line (130 after an interrupt), $2: cell sequence
-# number. The kernel calls it again after an interrupt, in case the first
-# call was cut short; a repeat only repeats the frame.
+# The kernel sends
+#     __shell_kernel_rc=$? __shell_kernel_flags=$-; builtin set +T; __shell_kernel_post <seq>
+# so that a user's DEBUG trap under `set -T` (which could `return` from this
+# function) is not inherited; -T is restored on the way out.
+# The kernel sends the line again after an interrupt, in case the first was
+# cut short; a repeat only repeats the frame.
 __shell_kernel_post() {
-  builtin local status=$1
+  builtin local seq=$1 status=$__shell_kernel_rc
   if [[ -n ${__shell_kernel_exit-} ]]; then
     status=$__shell_kernel_exit
     builtin unset -v __shell_kernel_exit
   fi
-  if (( $2 > ${__shell_kernel_done:-0} )); then
-    __shell_kernel_done=$2
+  if (( seq > ${__shell_kernel_done:-0} )); then
+    __shell_kernel_done=$seq
     if [[ -n ${__shell_kernel_dir-} ]]; then
-      { builtin printf '%s\n%s\n%s' "$2" "$status" "${PWD-}" >| "$__shell_kernel_dir/status"
+      { builtin printf '%s\n%s\n%s' "$seq" "$status" "${PWD-}" >| "$__shell_kernel_dir/status"
         builtin jobs -p >| "$__shell_kernel_dir/jobs"; } 2>/dev/null || builtin true
     fi
-  elif (( $2 < __shell_kernel_done )); then
-    builtin return 0  # a late repeat for a cell that is long over
   fi
-  builtin printf '\036\037%s\037end\037%s\037%s\037%s\037\036' \
-    "$__shell_kernel_token" "$2" "$status" "${PWD-}" >&61 2>/dev/null || builtin true
-  builtin printf '\036\037%s\037end\037%s\037\036' \
-    "$__shell_kernel_token" "$2" >&62 2>/dev/null || builtin true
+  if (( seq == __shell_kernel_done )); then  # else: a late repeat for a cell long over
+    builtin printf '\036\037%s\037end\037%s\037%s\037%s\037\036' \
+      "$__shell_kernel_token" "$seq" "$status" "${PWD-}" >&61 2>/dev/null || builtin true
+    builtin printf '\036\037%s\037end\037%s\037\036' \
+      "$__shell_kernel_token" "$seq" >&62 2>/dev/null || builtin true
+  fi
+  if [[ $__shell_kernel_flags == *T* ]]; then builtin set -T; fi
 }
 
 # `exit N` in a cell ends that cell with status N and keeps the shell, as a

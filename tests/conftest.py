@@ -1,0 +1,92 @@
+"""Fixtures: kernelspecs installed by our own installer into a private
+Jupyter path, and kernels started from them through jupyter_client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import KernelHarness
+
+
+# name -> extra install flags
+LOCAL_SPECS = {
+    "shell-test": [],
+    "shell-test-clean": ["--clean"],
+    "shell-test-limit": ["--output-limit-mb", "5"],
+}
+
+
+def install_spec(prefix: Path, name: str, flags: list[str]) -> dict:
+    subprocess.run([sys.executable, "-m", "shell_kernel", "install", "--prefix", str(prefix),
+                    "--name", name, *flags], check=True, capture_output=True, text=True)
+    spec_file = prefix / "share" / "jupyter" / "kernels" / name / "kernel.json"
+    return json.loads(spec_file.read_text())
+
+
+@pytest.fixture(scope="session")
+def jupyter_prefix(tmp_path_factory) -> Path:
+    prefix = tmp_path_factory.mktemp("jupyter-prefix")
+    for name, flags in LOCAL_SPECS.items():
+        install_spec(prefix, name, flags)
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(prefix / "share" / "jupyter") + (os.pathsep + old if old else "")
+    yield prefix
+    if old is None:
+        os.environ.pop("JUPYTER_PATH", None)
+    else:
+        os.environ["JUPYTER_PATH"] = old
+
+
+@pytest.fixture(scope="session")
+def kernel_tmp(tmp_path_factory) -> Path:
+    """TMPDIR of the test kernels, so their state directories can be inspected."""
+    path = tmp_path_factory.mktemp("kernel-tmp")
+    path.chmod(0o755)
+    return path
+
+
+def kernel_env(tmpdir: Path, **overrides) -> dict:
+    env = dict(os.environ)
+    env["TMPDIR"] = str(tmpdir)
+    env.update(overrides)
+    return env
+
+
+@pytest.fixture(scope="module", params=["local"])
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def kernel(backend, jupyter_prefix, kernel_tmp, tmp_path_factory):
+    """One kernel per test module and backend; tests keep their own variables."""
+    tmpdir = tmp_path_factory.mktemp(f"{backend}-tmp")
+    tmpdir.chmod(0o755)
+    harness = KernelHarness("shell-test", env=kernel_env(tmpdir), cwd=str(tmpdir))
+    harness.tmpdir = tmpdir
+    yield harness
+    harness.shutdown()
+
+
+@pytest.fixture
+def start_kernel(jupyter_prefix, tmp_path):
+    """Start extra kernels (own spec, env or home) for one test; all shut down after."""
+    started = []
+
+    def start(name="shell-test", **env_overrides) -> KernelHarness:
+        tmpdir = tmp_path / f"tmp{len(started)}"
+        tmpdir.mkdir(mode=0o755)
+        harness = KernelHarness(name, env=kernel_env(tmpdir, **env_overrides), cwd=str(tmp_path))
+        harness.tmpdir = tmpdir
+        started.append(harness)
+        return harness
+
+    yield start
+    for harness in started:
+        harness.shutdown()

@@ -1,0 +1,172 @@
+"""A thin synchronous driver around a real jupyter_client KernelManager."""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from dataclasses import dataclass, field
+
+from jupyter_client import KernelManager
+
+
+@dataclass
+class Execution:
+    reply: dict
+    messages: list = field(default_factory=list)  # IOPub messages of this request, in order
+    received_at: list = field(default_factory=list)  # monotonic arrival time of each message
+
+    @property
+    def status(self) -> str:
+        return self.reply["content"]["status"]
+
+    @property
+    def meta(self) -> dict:
+        return self.reply["metadata"].get("shell_kernel", {})
+
+    @property
+    def exit_code(self):
+        return self.meta.get("exit_code")
+
+    def stream(self, name: str) -> str:
+        return "".join(m["content"]["text"] for m in self.messages
+                       if m["msg_type"] == "stream" and m["content"]["name"] == name)
+
+    @property
+    def stdout(self) -> str:
+        return self.stream("stdout")
+
+    @property
+    def stderr(self) -> str:
+        return self.stream("stderr")
+
+    @property
+    def errors(self) -> list:
+        return [m["content"] for m in self.messages if m["msg_type"] == "error"]
+
+    @property
+    def outputs(self) -> list:
+        return [m for m in self.messages
+                if m["msg_type"] in ("stream", "error", "display_data", "execute_result")]
+
+
+class KernelHarness:
+    def __init__(self, kernel_name: str, env: dict | None = None, cwd: str | None = None,
+                 extra_arguments: list | None = None):
+        self.km = KernelManager(kernel_name=kernel_name)
+        kwargs = {}
+        if env is not None:
+            kwargs["env"] = env
+        if cwd is not None:
+            kwargs["cwd"] = cwd
+        self.km.start_kernel(**kwargs)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+        # Messages for requests other than the one being collected (e.g. output
+        # of background jobs attributed to an earlier cell) are kept here.
+        self.stray: list = []
+
+    @property
+    def pid(self) -> int:
+        return self.km.provisioner.process.pid
+
+    def start(self, code: str, **kwargs) -> str:
+        return self.kc.execute(code, **kwargs)
+
+    def collect(self, msg_id: str, timeout: float = 30) -> Execution:
+        deadline = time.monotonic() + timeout
+        execution = Execution(reply={})
+        idle = False
+        while not idle:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no idle status for {msg_id} within {timeout} s")
+            try:
+                msg = self.kc.get_iopub_msg(timeout=remaining)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                self.stray.append(msg)
+                continue
+            if msg["msg_type"] == "status":
+                idle = msg["content"]["execution_state"] == "idle"
+                continue
+            execution.messages.append(msg)
+            execution.received_at.append(time.monotonic())
+        while True:
+            reply = self.kc.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
+            if reply["parent_header"].get("msg_id") == msg_id:
+                execution.reply = reply
+                return execution
+
+    def run(self, code: str, timeout: float = 30, **kwargs) -> Execution:
+        return self.collect(self.start(code, **kwargs), timeout)
+
+    def ok(self, code: str, timeout: float = 30) -> str:
+        """Run a cell that must succeed; return its stdout."""
+        execution = self.run(code, timeout)
+        assert execution.status == "ok", (code, execution.errors, execution.stderr)
+        return execution.stdout
+
+    def request(self, method: str, *args, **kwargs) -> dict:
+        msg_id = getattr(self.kc, method)(*args, **kwargs)
+        while True:
+            reply = self.kc.get_shell_msg(timeout=30)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply
+
+    def shutdown(self) -> None:
+        try:
+            self.kc.stop_channels()
+        finally:
+            if self.km.has_kernel:
+                self.km.shutdown_kernel(now=False)
+
+
+def descendants(pid: int) -> set[int]:
+    """All live descendants of a local process, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def pids_matching(text: str) -> list[int]:
+    """Live processes whose command line contains text."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+def wait_until(predicate, timeout: float = 10, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

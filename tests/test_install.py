@@ -1,0 +1,73 @@
+"""The installer CLI and what a kernel reports about itself."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "shell_kernel", *args],
+                          capture_output=True, text=True)
+
+
+def test_install_writes_spec_with_logos_and_uninstall_removes_it(tmp_path):
+    done = cli("install", "--prefix", str(tmp_path), "--name", "mysh",
+               "--display-name", "My Shell", "--interrupt-grace", "2.5", "--clean")
+    assert done.returncode == 0, done.stderr
+    spec_dir = tmp_path / "share" / "jupyter" / "kernels" / "mysh"
+    spec = json.loads((spec_dir / "kernel.json").read_text())
+    assert spec["language"] == "bash"
+    assert spec["interrupt_mode"] == "message"
+    assert spec["display_name"] == "My Shell"
+    assert spec["argv"][0] == sys.executable
+    assert spec["argv"][1:4] == ["-m", "shell_kernel", "kernel"]
+    assert "--clean" in spec["argv"] and "2.5" in spec["argv"]
+    assert spec["argv"][-2:] == ["-f", "{connection_file}"]
+    assert {"logo-32x32.png", "logo-64x64.png", "logo-svg.svg"} <= {p.name for p in spec_dir.iterdir()}
+
+    env_cli = subprocess.run([sys.executable, "-m", "shell_kernel", "uninstall", "mysh"],
+                             capture_output=True, text=True,
+                             env={"JUPYTER_PATH": str(tmp_path / "share" / "jupyter"),
+                                  "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert env_cli.returncode == 0, env_cli.stderr
+    assert not spec_dir.exists()
+
+
+def test_default_name_is_shell(tmp_path):
+    assert cli("install", "--prefix", str(tmp_path)).returncode == 0
+    assert (tmp_path / "share" / "jupyter" / "kernels" / "shell" / "kernel.json").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["install", "--name", "bad name!"], "not valid"),
+    (["install", "--interrupt-grace", "-1"], "must be greater than 0"),
+    (["install", "--output-limit-mb", "lots"], "is not a number"),
+    (["install", "--user", "--sys-prefix"], "not allowed with"),
+    (["install", "--bogus"], "unrecognized arguments"),
+    (["uninstall", "no-such-kernel-here"], "no kernelspec named"),
+    (["uninstall"], "required"),
+    ([], "required"),
+])
+def test_bad_arguments_get_clear_errors(tmp_path, args, message):
+    if args[:1] == ["install"] and "--user" not in args:
+        args = args + ["--prefix", str(tmp_path)]
+    done = cli(*args)
+    assert done.returncode != 0
+    assert message in done.stderr
+
+
+def test_kernel_info(kernel):
+    reply = kernel.request("kernel_info")["content"]
+    info = reply["language_info"]
+    assert info["name"] == "bash"
+    assert info["codemirror_mode"] == "shell"
+    assert info["mimetype"] == "text/x-sh"
+    assert info["file_extension"] == ".sh"
+    assert info["pygments_lexer"] == "bash"
+    assert info["version"] == kernel.ok("builtin printf %s \"$BASH_VERSION\"")
+    assert "bash" in reply["banner"]
+    assert "kernel subshells" not in reply.get("supported_features", [])
+    assert "debugger" not in reply.get("supported_features", [])
+    assert reply["implementation"] == "shell_kernel"
