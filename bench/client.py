@@ -4,6 +4,7 @@ everywhere, plus the process helpers the figures need."""
 from __future__ import annotations
 
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -200,6 +201,18 @@ def survivors(pattern: str, grace: float) -> list[psutil.Process]:
         if not found or time.perf_counter() >= deadline:
             return found
         time.sleep(0.05)
+
+
+def ignores_sigint(proc: psutil.Process) -> bool | None:
+    """Whether the process has SIGINT ignored (Linux /proc only; else None)."""
+    try:
+        with open(f"/proc/{proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("SigIgn:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    except OSError:
+        pass
+    return None
 
 
 def kill_processes(procs: list[psutil.Process]) -> None:

@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from client import (KernelSession, RssSampler, kill_processes, survivors,
-                    wait_for_process)
+from client import (KernelSession, RssSampler, find_processes, ignores_sigint,
+                    kill_processes, survivors, wait_for_process)
 from kernels import KernelProfile
 
 MB = 1_000_000
@@ -127,8 +127,11 @@ def _interrupt_one(session: KernelSession, profile: KernelProfile, settings: Set
                    case: str, code: str, pattern: str | None) -> dict:
     result = {"case": case, "code": code}
     msg_id = session.submit(code)
-    if pattern is not None and not wait_for_process(pattern, timeout=10):
-        raise FigureError(f"{case}: the process did not start")
+    if pattern is not None:
+        if not wait_for_process(pattern, timeout=10):
+            raise FigureError(f"{case}: the process did not start")
+        # A process that ignores SIGINT can only be stopped by escalation.
+        result["sigint_ignored"] = any(ignores_sigint(p) for p in find_processes(pattern))
     time.sleep(settings.interrupt_delay)
     interrupted_at = time.perf_counter()
     session.km.interrupt_kernel()
@@ -156,8 +159,9 @@ def interrupts(session: KernelSession, profile: KernelProfile, settings: Setting
             cases.append(_interrupt_one(session, profile, settings, case, code, pattern))
         except Exception as err:  # noqa: BLE001 - one case failing leaves the other
             cases.append({"case": case, "code": code, "error": f"{type(err).__name__}: {err}"})
-            if not session.is_alive():
-                session.restart()
+            session.restart()  # the cell may still be running: start clean
+            if pattern is not None:
+                kill_processes(survivors(pattern, grace=0))
     return {"cap_s": profile.interrupt_cap, "cases": cases}
 
 

@@ -41,6 +41,11 @@ def _cell(text: str) -> str:
     return str(text).replace("\n", " ").replace("|", "\\|")
 
 
+def _shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def table(headers: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
@@ -52,7 +57,7 @@ def _failed(fig: dict | None, width: int) -> list[str] | None:
     if fig is None:
         return ["not run"] + [DASH] * (width - 1)
     if "error" in fig:
-        return ["failed: " + fig["error"][:200]] + [DASH] * (width - 1)
+        return ["failed: " + _shorten(fig["error"], 200)] + [DASH] * (width - 1)
     return None
 
 
@@ -77,13 +82,14 @@ def _throughput_rows(label: str, fig: dict | None, base: dict | None) -> list[li
 
 
 def _interrupt_rows(label: str, fig: dict | None, base: dict | None) -> list[list[str]]:
-    failed = _failed(fig, 6)
+    failed = _failed(fig, 7)
     if failed:
         return [[label] + failed]
     rows = []
     for case in fig["cases"]:
         if "error" in case:
-            rows.append([label, case["case"], "failed: " + case["error"][:200]] + [DASH] * 4)
+            rows.append([label, case["case"], _code(case["code"]), DASH,
+                         "failed: " + _shorten(case["error"], 200)] + [DASH] * 3)
             continue
         reply = (_s(case["reply_s"]) if case["reply_s"] is not None
                  else f"no reply in {fig['cap_s']:g} s" + (" (kernel restarted)" if case.get("restarted") else ""))
@@ -94,7 +100,8 @@ def _interrupt_rows(label: str, fig: dict | None, base: dict | None) -> list[lis
         exit_code = (case.get("reply_metadata") or {}).get("exit_code")
         if exit_code is not None:
             status += f", exit {exit_code}"
-        rows.append([label, case["case"], _code(case["code"]), reply, status,
+        ignored = {True: "yes", False: "no"}.get(case.get("sigint_ignored"), DASH)
+        rows.append([label, case["case"], _code(case["code"]), ignored, reply, status,
                      survivors, "yes" if case["works_after"] else "NO"])
     return rows
 
@@ -121,7 +128,7 @@ def _memory_rows(label: str, fig: dict | None, base: dict | None) -> list[list[s
              fig.get("timeout") or _s(fig.get("seconds")),
              _mb(fig["rss_before_mb"]), _mb(fig["peak_rss_mb"]),
              _mb(fig["peak_rss_mb"] - fig["rss_before_mb"]),
-             _cell(fig["stderr"].strip())[:160] or DASH]]
+             _shorten(fig["stderr"].strip(), 120) or DASH]]
 
 
 FIGURES = [
@@ -131,8 +138,8 @@ FIGURES = [
      ["kernel", "cell", "bytes received", "time", "MB/s", "MB/s vs ipykernel", "stream messages",
       "output complete"], _throughput_rows),
     ("interrupt", "3. Interrupt",
-     ["kernel", "case", "cell", "reply after interrupt", "reply status", "survivors",
-      "kernel works after"], _interrupt_rows),
+     ["kernel", "case", "cell", "process ignores SIGINT", "reply after interrupt", "reply status",
+      "survivors", "kernel works after"], _interrupt_rows),
     ("start", "4. Start to ready",
      ["kernel", "median", "min", "max", "starts", "median vs ipykernel",
       "shutdown_kernel() median / max", "killed by a signal at shutdown"], _start_rows),

@@ -85,6 +85,7 @@ def bench_kernel(profile: KernelProfile, settings: figures.Settings, cwd: str, k
             profile.ensure_installed()
         except Exception as err:  # noqa: BLE001
             return {key: {"error": f"kernelspec not available: {err}"} for key in FIGURE_KEYS}
+
     def new_session() -> KernelSession:
         return KernelSession(profile.kernelspec, cwd, kernel_log)
 

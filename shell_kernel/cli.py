@@ -57,7 +57,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_kernel(config, ipykernel_argv: list[str]) -> int:
+    import logging
+    import os
+
     from ipykernel.kernelapp import IPKernelApp
+
+    log_file = os.environ.get("SHELL_KERNEL_LOG")
+    if log_file:  # a debugging aid: the session's decisions, one line each
+        handler = logging.FileHandler(log_file)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s: %(message)s"))
+        logger = logging.getLogger("shell_kernel")
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
 
     from .kernel import ShellKernel
 

@@ -5,6 +5,7 @@ Nothing here knows bash syntax; everything here knows Jupyter messages.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -14,6 +15,8 @@ from ipykernel.kernelbase import Kernel
 from . import __version__
 from .config import KernelConfig
 from .session import CellResult, SessionError, ShellSession
+
+log = logging.getLogger("shell_kernel.kernel")
 
 
 class ShellKernel(Kernel):
@@ -83,6 +86,7 @@ class ShellKernel(Kernel):
             signal.signal(signal.SIGINT, self._on_sigint)
 
     def _on_sigint(self, signum, frame) -> None:
+        log.debug("SIGINT received")
         self._session.interrupt()
 
     def pre_handler_hook(self) -> None:
@@ -92,6 +96,7 @@ class ShellKernel(Kernel):
         """See pre_handler_hook."""
 
     async def interrupt_request(self, stream, ident, parent):
+        log.debug("interrupt_request received")
         self._session.interrupt()
         self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
 
@@ -130,7 +135,7 @@ class ShellKernel(Kernel):
         if result.shell_lost:
             return self._error_reply("ShellExited", f"{result.exit_code}: {result.shell_lost}",
                                      meta, silent)
-        if result.interrupted and result.exit_code != 0:
+        if result.interrupted:
             return self._error_reply("KeyboardInterrupt", str(result.exit_code), meta, silent,
                                      f"Interrupted (exit status {result.exit_code})")
         if result.exit_code != 0:

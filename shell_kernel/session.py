@@ -168,6 +168,7 @@ class ShellSession:
             if prepared.removed_nul:
                 self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "
                            "(bash cannot hold them in a command).\n")
+            log.debug("cell %d starts", self._seq + 1)
             with self._cond:
                 self._seq += 1
                 cell = _Cell(self._seq, self._generation,
@@ -229,6 +230,7 @@ class ShellSession:
         """Ctrl-C for the running cell; harmless when idle. Returns at once."""
         with self._cond:
             cell = self._cell
+            log.debug("interrupt requested; running cell: %s", cell and cell.seq)
             if cell is None or cell.escalating or cell.done.is_set():
                 return
             cell.escalating = True
@@ -237,32 +239,56 @@ class ShellSession:
                          daemon=True).start()
 
     def _escalate(self, cell: _Cell) -> None:
-        """SIGINT, then SIGTERM and SIGKILL to what is left, then a new shell."""
+        """SIGINT, then SIGTERM and SIGKILL to what is left, then a new shell.
+
+        The cell's processes are noted first: a child killed by SIGINT leaves
+        its own children to init, outside the shell's tree, and they must
+        not escape the SIGTERM/SIGKILL that follows the grace period.
+        """
         backend, info = self._backend, self._info
-        steps = [("shell", "INT", self.options.interrupt_grace),
-                 ("cell", "TERM", 0.3),
-                 ("cell", "KILL", 0.7)]
-        for scope, signal_name, wait in steps:
-            if cell.done.is_set():
-                return
-            try:
-                self._reap(backend, info, scope, signal_name)
-                if scope == "cell":
-                    # A shell waiting on a killed child resumes its command
-                    # line; a second SIGINT makes it abandon the line instead.
-                    self._reap(backend, info, "shell", "INT")
+        try:
+            noted = self._reap(backend, info, "tree", "-")
+            phases = [("INT", self.options.interrupt_grace), ("TERM", 0.3), ("KILL", 0.7)]
+            for signal_name, duration in phases:
+                self._reap(backend, info, "cell", signal_name, noted)
                 backend.send(protocol.post_line(cell.seq))
-            except BackendError as err:
-                log.warning("interrupt step %s %s failed: %s", scope, signal_name, err)
-            if cell.done.wait(wait):
+                if self._wait_cell(cell, duration, backend, info, follow_up=signal_name != "INT"):
+                    self._reap_leftovers(backend, info, noted)
+                    return
+        except BackendError as err:
+            log.warning("interrupt of cell %d failed: %s", cell.seq, err)
+            if cell.done.wait(self.options.interrupt_grace):
                 return
         cell.replaced = True
         self._reap_all(backend)
 
-    def _reap(self, backend: Backend, info: ShellInfo, scope: str, signal_name: str) -> str:
-        result = backend.side_command(REAP_SCRIPT, [scope, signal_name, str(info.pid), info.state_dir])
-        log.debug("reap %s %s: %s", scope, signal_name, result.stdout.strip())
-        return result.stdout
+    def _wait_cell(self, cell: _Cell, duration: float, backend: Backend, info: ShellInfo,
+                   follow_up: bool) -> bool:
+        """Wait for the cell to end. With follow_up, keep sending SIGINT: a
+        shell whose child was killed by SIGTERM/SIGKILL goes on with the next
+        command, and only a child dying of SIGINT makes it abandon the line."""
+        deadline = time.monotonic() + duration
+        while not cell.done.wait(0.05 if follow_up else duration):
+            if time.monotonic() >= deadline:
+                return False
+            self._reap(backend, info, "cell", "INT")
+        return True
+
+    def _reap_leftovers(self, backend: Backend, info: ShellInfo, noted: list[str]) -> None:
+        """The cell is over; what is left of its processes gets SIGTERM, then SIGKILL."""
+        if not noted:
+            return
+        time.sleep(min(self.options.interrupt_grace, 0.5))
+        if self._reap(backend, info, "orphans", "TERM", noted):
+            time.sleep(0.3)
+            self._reap(backend, info, "orphans", "KILL", noted)
+
+    def _reap(self, backend: Backend, info: ShellInfo, mode: str, signal_name: str,
+              pids: list[str] = ()) -> list[str]:
+        result = backend.side_command(REAP_SCRIPT, [mode, signal_name, str(info.pid),
+                                                    info.state_dir, *pids])
+        log.debug("reap %s %s: %s", mode, signal_name, result.stdout.strip())
+        return result.stdout.split()
 
     def _reap_all(self, backend: Backend) -> None:
         info = self._info

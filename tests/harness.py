@@ -92,6 +92,8 @@ class KernelHarness:
             if msg["msg_type"] == "status":
                 idle = msg["content"]["execution_state"] == "idle"
                 continue
+            if msg["msg_type"] == "execute_input":
+                continue
             execution.messages.append(msg)
             execution.received_at.append(time.monotonic())
         while True:

@@ -1,52 +1,82 @@
-# shell_kernel: signal a session's processes. POSIX sh, run beside the shell
-# (locally or through the SSH connection), never inside it.
+# shell_kernel: find and signal a session's processes. POSIX sh, run beside
+# the shell (locally, or through the SSH connection), never inside it.
 #
-#   reap.sh cell  SIGNAL SHELL_PID STATE_DIR   the running cell's processes
-#   reap.sh shell SIGNAL SHELL_PID STATE_DIR   the same, then the shell itself
-#   reap.sh all   -      SHELL_PID STATE_DIR   everything the session started,
-#                                              then remove STATE_DIR
+#   reap.sh tree    -   SHELL STATE_DIR          print the running cell's processes
+#   reap.sh cell    SIG SHELL STATE_DIR [PID..]  signal them (and the listed PIDs
+#                                                still alive), then SIGINT the shell
+#   reap.sh orphans SIG SHELL STATE_DIR PID..    signal what is left of PIDs
+#   reap.sh all     -   SHELL STATE_DIR          stop everything the session
+#                                                started, remove STATE_DIR
 #
 # The running cell's processes are the shell's descendants, minus the trees
-# of background jobs that earlier cells left running (STATE_DIR/jobs, written
-# by the shell at the end of every cell). Prints the pids it signalled.
+# of background jobs that earlier cells left running (STATE_DIR/jobs, which
+# the shell rewrites at the end of every cell). Listed PIDs cover processes
+# that left the tree (a killed parent's children are re-parented to init).
+# Each mode prints the pids it signalled.
 
 mode=$1 sig=$2 root=$3 dir=$4
+shift 4
+extra=$*
 
+# Prints "pid ppid sid" a line; sid is not POSIX, so fall back without it.
 table() {
-  # pid ppid sid, one process a line; sid is not POSIX, so fall back.
   ps -A -o pid= -o ppid= -o sid= 2>/dev/null || ps -A -o pid= -o ppid=
 }
 
-select_pids() {
-  # $1: "cell" (skip earlier jobs) or "all" (every descendant and session member)
+# $1: cell (the cell's tree and the extra pids), orphans (the extra pids
+# only) or all (every descendant and every member of the shell's session).
+members() {
   skip=
-  if [ "$1" = cell ] && [ -r "$dir/jobs" ]; then skip=$(cat "$dir/jobs"); fi
-  table | awk -v root="$root" -v skip="$skip" -v scope="$1" '
+  if [ "$1" != all ] && [ -r "$dir/jobs" ]; then skip=$(cat "$dir/jobs"); fi
+  table | awk -v root="$root" -v skip="$skip" -v extra="$extra" -v scope="$1" '
     { parent[$1] = $2; sid[$1] = $3; order[NR] = $1 }
     END {
       n = split(skip, s, /[ \n]+/)
       for (i = 1; i <= n; i++) if (s[i] != "") excluded[s[i]] = 1
+      n = split(extra, s, /[ \n]+/)
+      for (i = 1; i <= n; i++) if (s[i] != "") listed[s[i]] = 1
       for (i = 1; i <= NR; i++) {
         p = order[i]
         if (p == root) continue
         if (scope == "all" && sid[p] == root) { print p; continue }
-        q = p; hops = 0
+        q = p; hops = 0; verdict = (p in listed)
         while (q != "" && q > 1 && hops++ < 128) {
-          if (q in excluded) break
-          if (parent[q] == root) { print p; break }
+          if (q in excluded) { verdict = 0; break }
+          if (parent[q] == root) { if (scope != "orphans" || (p in listed)) verdict = 1; break }
           q = parent[q]
         }
+        if (verdict) print p
       }
-    }'
+    }' | tr '\n' ' '
 }
 
 case $mode in
-  cell|shell)
-    pids=$(select_pids cell)
-    [ "$mode" = shell ] && pids="$pids $root"
+  tree)
+    members cell
+    ;;
+  orphans)
+    pids=$(members orphans)
+    [ -n "$pids" ] && kill -"$sig" $pids 2>/dev/null
+    echo $pids
+    ;;
+  cell)
+    if [ "$sig" = INT ]; then
+      pids=$(members cell)
+      kill -INT $pids "$root" 2>/dev/null
+    else
+      # A shell whose child died of anything but SIGINT carries on with the
+      # next command. Hold it still, kill, then SIGINT it, so that when it
+      # resumes it abandons the command line instead.
+      kill -STOP "$root" 2>/dev/null
+      trap 'kill -CONT "$root" 2>/dev/null' EXIT
+      pids=$(members cell)
+      [ -n "$pids" ] && kill -"$sig" $pids 2>/dev/null
+      kill -INT "$root" 2>/dev/null
+    fi
+    echo $pids
     ;;
   all)
-    pids=$(select_pids all)
+    pids=$(members all)
     if [ -n "$pids" ]; then
       kill -TERM $pids 2>/dev/null
       n=0
@@ -64,12 +94,10 @@ case $mode in
       */shell_kernel.*) [ -d "$dir" ] && [ ! -L "$dir" ] && rm -rf -- "$dir" ;;
     esac
     echo $pids
-    exit 0
     ;;
-  *) echo "reap.sh: unknown mode $mode" >&2; exit 2 ;;
+  *)
+    echo "reap.sh: unknown mode $mode" >&2
+    exit 2
+    ;;
 esac
-
-pids=$(echo $pids)
-[ -n "$pids" ] && kill -"$sig" $pids 2>/dev/null
-echo "$pids"
 exit 0

@@ -1,0 +1,66 @@
+"""Private state, no leftovers after shutdown or restart, no fd leaks."""
+
+import os
+import stat
+import time
+from pathlib import Path
+
+from harness import descendants, pids_matching, wait_until
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_state_directory_is_private_and_removed_at_shutdown(start_kernel):
+    kernel = start_kernel()
+    kernel.ok("true")
+    [state] = list(Path(kernel.tmpdir).glob("shell_kernel.*"))
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert len(state.name) >= len("shell_kernel.") + 10  # mktemp's random suffix
+    for child in state.iterdir():
+        assert stat.S_IMODE(child.stat().st_mode) & 0o077 == 0, child
+    kernel.shutdown()
+    assert not state.exists()
+
+
+def test_every_process_is_gone_after_shutdown(start_kernel):
+    kernel = start_kernel()
+    kernel.ok("sleep 1000.701 & (sleep 1000.702 &) ; nohup sleep 1000.703 >/dev/null 2>&1 & disown")
+    msg_id = kernel.start("sleep 1000.704")
+    time.sleep(0.5)
+    shell_tree = descendants(kernel.pid)
+    assert shell_tree
+    kernel.shutdown()
+    for marker in ("1000.701", "1000.702", "1000.703", "1000.704"):
+        assert wait_until(lambda: not pids_matching(marker), timeout=10), marker
+    assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and
+                                      open(f"/proc/{p}/stat").read().split()[2] != "Z"
+                                      for p in shell_tree), timeout=10)
+
+
+def test_restart_leaves_nothing_of_the_old_shell(start_kernel):
+    kernel = start_kernel()
+    kernel.ok("RESTART_VAR=old; sleep 1000.801 &")
+    [old_state] = list(Path(kernel.tmpdir).glob("shell_kernel.*"))
+    kernel.km.restart_kernel(now=False)
+    kernel.kc.wait_for_ready(timeout=60)
+    assert wait_until(lambda: not pids_matching("1000.801"), timeout=10)
+    assert not old_state.exists()
+    assert kernel.ok("echo ${RESTART_VAR-new}") == "new\n"
+
+
+def test_no_fd_or_file_leak_over_thousands_of_cells(start_kernel):
+    kernel = start_kernel()
+    kernel.ok("true")
+    shell_pid = int(kernel.ok("echo $$"))
+    before = (open_fds(kernel.pid), open_fds(shell_pid))
+    for i in range(2000):
+        msg_id = kernel.kc.execute("(exit $((RANDOM % 2)))", stop_on_error=False)
+        reply = kernel.kc.get_shell_msg(timeout=30)
+        assert reply["parent_header"]["msg_id"] == msg_id
+    kernel.ok("true")
+    after = (open_fds(kernel.pid), open_fds(shell_pid))
+    assert after[0] <= before[0] + 2 and after[1] == before[1], (before, after)
+    [state] = list(Path(kernel.tmpdir).glob("shell_kernel.*"))
+    assert sorted(p.name for p in state.iterdir()) == ["jobs", "status"]

@@ -1,0 +1,116 @@
+"""Output: separate live streams, coalesced, complete, bounded."""
+
+import os
+import re
+import threading
+import time
+
+from harness import descendants, wait_until
+
+
+def test_stdout_and_stderr_are_separate_streams_in_order(kernel):
+    execution = kernel.run("echo a; sleep 0.3; echo b >&2; sleep 0.3; echo c")
+    assert [(m["content"]["name"], m["content"]["text"]) for m in execution.messages] == [
+        ("stdout", "a\n"), ("stderr", "b\n"), ("stdout", "c\n")]
+
+
+def test_partial_line_shows_while_the_cell_runs(kernel):
+    msg_id = kernel.start("printf partial; sleep 3; echo ' done'")
+    execution = kernel.collect(msg_id)
+    first = execution.messages[0]
+    assert first["content"]["text"] == "partial"
+    # It arrived long before the cell ended (liveness, not a speed test).
+    assert execution.received_at[-1] - execution.received_at[0] > 2
+    assert execution.stdout == "partial done\n"
+
+
+def test_python_prints_are_not_block_buffered(kernel):
+    execution = kernel.run("python3 -c 'import time; print(\"first\"); time.sleep(3); print(\"second\")'")
+    texts = [(m["content"]["text"], t) for m, t in zip(execution.messages, execution.received_at)
+             if m["msg_type"] == "stream"]
+    assert texts[0][0] == "first\n"
+    assert texts[-1][1] - texts[0][1] > 2
+
+
+def test_pagers_never_start(kernel, tmp_path):
+    (tmp_path / "f.txt").write_text("paged\n")
+    out = kernel.ok(f"echo $PAGER $GIT_PAGER $MANPAGER; less {tmp_path}/f.txt; "
+                    f"git -c core.pager=less -C {tmp_path} --version >/dev/null && echo git-ok")
+    assert out == "cat cat cat\npaged\ngit-ok\n"
+
+
+def test_a_million_lines_arrive_complete_in_few_messages(kernel):
+    execution = kernel.run("seq 1 1000000", timeout=120)
+    assert execution.status == "ok"
+    expected = "".join(f"{i}\n" for i in range(1, 1000001))
+    assert execution.stdout == expected
+    assert len(execution.messages) <= 2000
+
+
+def test_invalid_utf8_and_nul_bytes(kernel):
+    execution = kernel.run(r"printf 'bad:\xff\xfe|nul:a\0b|split:\xe2\x82'; printf '\xac\n'")
+    assert execution.status == "ok"
+    assert execution.stdout == "bad:\ufffd\ufffd|nul:a\u2400b|split:\u20ac\n"
+
+
+def test_ten_megabyte_line_without_newline_arrives_whole(kernel):
+    execution = kernel.run("head -c 10000000 /dev/zero | tr '\\0' x", timeout=120)
+    assert execution.stdout == "x" * 10_000_000
+
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+
+def test_huge_output_is_capped_spilled_to_a_file_and_memory_stays_bounded(start_kernel, tmp_path):
+    kernel = start_kernel("shell-test-limit")  # 5 MB output limit
+    peak = [rss_kb(kernel.pid)]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_kb(kernel.pid))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        execution = kernel.run("head -c 120000000 /dev/zero | tr '\\0' y | fold -w 99; echo end >&2",
+                               timeout=180)
+    finally:
+        done.set()
+        sampler.join()
+    assert execution.status == "ok"
+    assert len(execution.stdout) == 5_000_000
+    match = re.search(r"more than 5 MB; output stops here and the rest of it is saved in (\S+)\.",
+                      execution.stderr)
+    assert match, execution.stderr
+    spill = match.group(1)
+    assert os.stat(spill).st_mode & 0o777 == 0o600
+    total = 120_000_000 + 120_000_000 // 99  # bytes plus fold's newlines
+    # Past the limit both streams go to the file, the final "end" included.
+    assert len(execution.stdout) + os.path.getsize(spill) == total + len("end\n")
+    assert "end" not in execution.stderr
+    assert execution.meta["output_file"] == spill
+    # Streamed, not kept: far less than the 120 MB that went through.
+    assert peak[0] < 200_000, f"kernel RSS peaked at {peak[0]} kB"
+
+
+def test_background_output_after_the_cell_never_lands_in_another_cell(kernel):
+    first = kernel.start("(sleep 0.5; echo late-bg) & echo started")
+    first_execution = kernel.collect(first)
+    assert first_execution.stdout == "started\n"
+    assert wait_until(lambda: any(m["msg_type"] == "stream" and "late-bg" in m["content"]["text"]
+                                  for m in _drain(kernel)), timeout=10)
+    assert kernel.ok("echo mine") == "mine\n"
+
+
+def _drain(kernel):
+    """IOPub messages that arrived outside any collected request, attributed to their cell."""
+    try:
+        while True:
+            kernel.stray.append(kernel.kc.get_iopub_msg(timeout=0.1))
+    except Exception:  # queue.Empty
+        pass
+    return kernel.stray
