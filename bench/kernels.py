@@ -3,6 +3,11 @@ and the per-kernel sizes, limits and notes.
 
 To add a kernel, add a KernelProfile to KERNELS (and, for a new language,
 a Snippets entry to SNIPPETS). Nothing else in the benchmark names kernels.
+An SSH variant would be one more line, e.g.
+    KernelProfile(name="shell-ssh-test", label="shell_kernel over SSH",
+                  kernelspec="shell-ssh-test", language="bash")
+(the interrupt figure finds the cell's processes with psutil, so it needs
+them on this machine, as with a test sshd on localhost).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--sys-prefix", action="store_true",
                        help="in this Python's prefix (e.g. the active virtualenv)")
     where.add_argument("--prefix", metavar="DIR", help="under DIR/share/jupyter/kernels")
-    install.add_argument("--name", default="shell", help="kernelspec name (default: shell)")
+    install.add_argument("--name", help="kernelspec name (default: shell, or shell-ssh-HOST "
+                                       "with --ssh)")
     install.add_argument("--display-name", metavar="TEXT", help="name shown in Jupyter")
     add_options(install)
 
@@ -38,15 +39,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "kernel" and rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
+    try:
+        config = None if args.command == "uninstall" else config_from_args(args)
+    except ValueError as err:
+        parser.error(str(err))
     if args.command == "kernel":
-        return _run_kernel(config_from_args(args), rest)
+        return _run_kernel(config, rest)
 
-    from .install import InstallError, install, uninstall
+    from .install import InstallError, default_display_name, default_name, install, uninstall
     try:
         if args.command == "install":
-            path = install(config_from_args(args), args.name, args.display_name,
+            name = args.name or default_name(config)
+            path = install(config, name, args.display_name or default_display_name(config),
                            user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)
-            print(f"Installed kernelspec {args.name} in {path}")
+            print(f"Installed kernelspec {name} in {path}")
         else:
             path = uninstall(args.name)
             print(f"Removed kernelspec {args.name} from {path}")

@@ -13,7 +13,9 @@ from .session import Options
 
 @dataclass
 class KernelConfig:
-    backend: str = "local"
+    ssh: str | None = None  # [USER@]HOST[:PORT]; None: the local backend
+    ssh_config: str | None = None  # like `ssh -F`
+    accept_new_host_key: bool = False
     clean: bool = False
     bash: str = "bash"
     interrupt_grace: float = 1.0
@@ -21,11 +23,23 @@ class KernelConfig:
     spill_dir: str = "shell_kernel_output"
     start_timeout: float = 30.0
 
+    @property
+    def backend(self) -> str:
+        return "ssh" if self.ssh else "local"
+
     def backend_factory(self) -> Callable[[], Backend]:
-        if self.backend == "local":
+        if self.ssh is None:
             from .backends.local import LocalBackend
             return lambda: LocalBackend(bash=self.bash, clean=self.clean)
-        raise ValueError(f"unknown backend {self.backend!r}")
+        from .backends.ssh import SSHBackend
+        from .backends.ssh_target import resolve
+
+        def ssh_backend() -> Backend:
+            # Resolved at every (re)connection: the ssh config may have changed.
+            return SSHBackend(resolve(self.ssh, self.ssh_config), clean=self.clean,
+                              accept_new_host_key=self.accept_new_host_key, bash=self.bash,
+                              resolve_jump=lambda alias: resolve(alias, self.ssh_config))
+        return ssh_backend
 
     def session_options(self) -> Options:
         return Options(
@@ -33,12 +47,19 @@ class KernelConfig:
             output_limit=int(self.output_limit_mb * 1_000_000),
             spill_dir=Path(self.spill_dir).expanduser().absolute(),
             start_timeout=self.start_timeout,
+            snapshot_exports=self.ssh is not None,
         )
 
     def to_argv(self) -> list[str]:
         """The options as kernel command-line flags (defaults left out)."""
         default = KernelConfig()
         argv = []
+        if self.ssh:
+            argv += ["--ssh", self.ssh]
+        if self.ssh_config:
+            argv += ["--ssh-config", self.ssh_config]
+        if self.accept_new_host_key:
+            argv.append("--accept-new-host-key")
         if self.clean:
             argv.append("--clean")
         for name in ("bash", "interrupt_grace", "output_limit_mb", "spill_dir", "start_timeout"):
@@ -60,6 +81,14 @@ def _positive(text: str) -> float:
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     """Flags shared by `install` (written into the kernelspec) and `kernel`."""
+    remote = parser.add_argument_group("SSH backend")
+    remote.add_argument("--ssh", metavar="[USER@]HOST[:PORT]", type=_ssh_target,
+                        help="run the shell on this host (an ssh config alias works too)")
+    remote.add_argument("--ssh-config", metavar="FILE", type=_existing_file,
+                        help="ssh config file to use instead of ~/.ssh/config (like ssh -F)")
+    remote.add_argument("--accept-new-host-key", action="store_true",
+                        help="record the host key in known_hosts on first connection when it is "
+                             "unknown (never when it changed), like StrictHostKeyChecking=accept-new")
     group = parser.add_argument_group("shell options")
     group.add_argument("--clean", action="store_true",
                        help="start bash without profile or bashrc (bash --noprofile --norc)")
@@ -76,8 +105,27 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                        help="how long the shell may take to start (default: 30)")
 
 
+def _ssh_target(text: str) -> str:
+    from .backends.ssh_target import TargetError, parse_target
+    try:
+        parse_target(text)
+    except TargetError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def _existing_file(text: str) -> str:
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text} is not a file")
+    return str(path.absolute())
+
+
 def config_from_args(args: argparse.Namespace) -> KernelConfig:
+    if (args.ssh_config or args.accept_new_host_key) and not args.ssh:
+        raise ValueError("--ssh-config and --accept-new-host-key need --ssh HOST")
     return KernelConfig(
+        ssh=args.ssh, ssh_config=args.ssh_config, accept_new_host_key=args.accept_new_host_key,
         clean=args.clean, bash=args.bash, interrupt_grace=args.interrupt_grace,
         output_limit_mb=args.output_limit_mb, spill_dir=args.spill_dir,
         start_timeout=args.start_timeout,

@@ -38,6 +38,17 @@ def check_name(name: str) -> str:
     return name
 
 
+def default_name(config: KernelConfig) -> str:
+    if config.ssh is None:
+        return "shell"
+    from .backends.ssh_target import spec_name_for
+    return spec_name_for(config.ssh)
+
+
+def default_display_name(config: KernelConfig) -> str | None:
+    return None if config.ssh is None else f"Bash on {config.ssh} (SSH)"
+
+
 def build_spec(config: KernelConfig, display_name: str | None) -> dict:
     spec = json.loads((template_dir() / "kernel.json").read_text())
     argv = [sys.executable if part == "{python}" else part for part in spec["argv"]]
@@ -46,6 +57,8 @@ def build_spec(config: KernelConfig, display_name: str | None) -> dict:
     if display_name:
         spec["display_name"] = display_name
     spec["metadata"]["shell_kernel"] = {"backend": config.backend}
+    if config.ssh:
+        spec["metadata"]["shell_kernel"]["host"] = config.ssh
     return spec
 
 

@@ -33,8 +33,10 @@ class ShellKernel(Kernel):
                                      self._config.session_options())
         self._start_error: str | None = None
         self._started = threading.Event()
-        threading.Thread(target=self._start_shell, name="shell-kernel-start", daemon=True).start()
+        # Before the shell starts: ipykernel ignores SIGINT until now, and a
+        # shell started with SIGINT ignored could never be interrupted.
         self._install_sigint_handler()
+        threading.Thread(target=self._start_shell, name="shell-kernel-start", daemon=True).start()
 
     # ---------------------------------------------------------------- start
     def _start_shell(self) -> None:

@@ -22,10 +22,22 @@ MAX_FRAME = 8192
 STREAMS = ("stdout", "stderr")
 
 
-def session_script(token: str) -> bytes:
+def session_script(token: str, snapshot_exports: bool = False) -> bytes:
     """The bash code that turns a fresh interactive bash into a session."""
     body = resources.files("shell_kernel.shell").joinpath("session.bash").read_bytes()
-    return b"__shell_kernel_token=" + token.encode() + b"\n" + body
+    settings = b"__shell_kernel_token=" + token.encode() + b"\n"
+    if snapshot_exports:
+        settings += b"__shell_kernel_snapshot=1\n"
+    return settings + body
+
+
+def restore_script(state_dir: str, cwd: str | None) -> bytes:
+    """Top-level bash that takes over a lost shell's exports and cwd."""
+    exports = ansi_c_quote(state_dir.encode() + b"/exports")
+    script = b"\nif [[ -r " + exports + b" ]]; then builtin source " + exports + b"; fi\n"
+    if cwd:
+        script += b"builtin cd -- " + ansi_c_quote(cwd.encode(errors="surrogateescape")) + b"\n"
+    return script
 
 
 def ansi_c_quote(data: bytes) -> bytes:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import protocol
-from .backends import Backend, BackendError
+from .backends import Backend, BackendError, ShellExit
 from .output import Coalescer, OutputLimit, Sink, StreamDecoder
 
 log = logging.getLogger("shell_kernel.session")
@@ -38,6 +38,9 @@ class Options:
     spill_dir: Path = Path("shell_kernel_output")
     start_timeout: float = 30.0
     flush_interval: float = 0.05
+    #: Keep a copy of the exported variables after every cell, so that a
+    #: shell lost with its connection can be followed by one that has them.
+    snapshot_exports: bool = False
 
 
 @dataclass
@@ -67,8 +70,7 @@ class _Cell:
     interrupted: bool = False
     escalating: bool = False
     replaced: bool = False
-    lost: str | None = None
-    lost_status: int | None = None
+    lost: ShellExit | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -89,7 +91,8 @@ class ShellSession:
         self._generation = 0
         self._info: ShellInfo | None = None
         self._alive = False
-        self._lost_while_idle: str | None = None
+        self._lost: ShellExit | None = None  # why the shell is gone, until replaced
+        self._last_cwd: str | None = None
         self._closing = False
         self._seq = 0
         self._cell: _Cell | None = None
@@ -117,8 +120,12 @@ class ShellSession:
     def description(self) -> str:
         return self._backend.description if self._backend else "shell"
 
-    def start(self) -> ShellInfo:
-        """Start a shell and wait until it is ready for cells."""
+    def start(self, restore: tuple[str, str | None] | None = None) -> ShellInfo:
+        """Start a shell and wait until it is ready for cells.
+
+        restore: (state dir, cwd) of a shell lost with its connection, whose
+        exported variables and working directory the new shell takes over.
+        """
         token = secrets.token_hex(8)
         backend = self._backend_factory()
         with self._cond:
@@ -130,11 +137,18 @@ class ShellSession:
             self._ready_fields = {}
             self._startup_output = b""
         self._backend = backend
-        backend.start(
-            lambda stream, data: self._on_output(generation, stream, data),
-            lambda reason, status: self._push(("exit", generation, reason, status)),
-        )
-        backend.send(b"builtin eval -- " + protocol.ansi_c_quote(protocol.session_script(token)) + b"\n")
+        try:
+            backend.start(
+                lambda stream, data: self._on_output(generation, stream, data),
+                lambda ended: self._push(("exit", generation, ended)),
+            )
+            script = protocol.session_script(token, self.options.snapshot_exports)
+            if restore is not None:
+                script += protocol.restore_script(*restore)
+            backend.send(b"builtin eval -- " + protocol.ansi_c_quote(script) + b"\n")
+        except BackendError as err:
+            self._discard_backend(backend)
+            raise SessionError(f"Could not start the shell: {err}") from None
         if not self._ready.wait(self.options.start_timeout) or not self._alive:
             reason = self._ready_fields.get("failed", f"no answer within {self.options.start_timeout:g} s")
             self._discard_backend(backend)
@@ -163,7 +177,7 @@ class ShellSession:
             if self._closing:
                 raise SessionError("The kernel is shutting down.")
             if not self._alive:
-                self._restart_before_cell()
+                self._sink("stderr", f"[shell_kernel] {self._restart()}\n")
             prepared = protocol.prepare_cell(code)
             if prepared.removed_nul:
                 self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "
@@ -177,12 +191,15 @@ class ShellSession:
             try:
                 self._backend.send(protocol.eval_lines(prepared.source, cell.seq))
             except BackendError as err:
-                self._finish_lost(cell, f"could not send the cell: {err}", None)
+                self._finish_lost(cell, ShellExit(f"could not send the cell: {err}",
+                                                  connection_lost=True))
             while not cell.done.wait(0.5):
                 pass
             with self._cond:
                 self._cell = None
             cell.limit.close()
+            if cell.cwd is not None:
+                self._last_cwd = cell.cwd
             return self._result(cell)
 
     def _result(self, cell: _Cell) -> CellResult:
@@ -191,39 +208,51 @@ class ShellSession:
         if cell.lost is None:
             return CellResult(cell.status if cell.status is not None else 1, duration,
                               cell.cwd, cell.interrupted, spill_path=spill)
-        status = cell.lost_status if cell.lost_status is not None else 1
-        message = self._recover(cell)
-        return CellResult(status, duration, None, cell.interrupted, message, spill)
-
-    def _recover(self, cell: _Cell) -> str:
-        """The shell ended during a cell: start another, say what was lost."""
+        lost = cell.lost
         if cell.replaced:
             what = ("The shell did not stop after SIGINT, SIGTERM and SIGKILL to this cell's "
                     "processes (it ignores SIGINT, e.g. after trap '' INT), so it was replaced.")
+        elif lost.connection_lost:
+            what = (f"{lost.reason[:1].upper()}{lost.reason[1:]} while this cell ran: its "
+                    "remaining output and its exit status are unknown.")
         else:
-            what = f"The shell running this cell ended ({cell.lost})."
+            what = f"The shell running this cell ended ({lost.reason})."
         if self._closing:
-            return what
-        try:
-            self._start_fresh()
-        except SessionError as err:
-            return f"{what} A new shell could not be started: {err} The next cell will try again."
-        return (f"{what} A new shell was started: the working directory, variables, "
-                "functions, aliases and background jobs of the old shell are gone.")
+            message = what
+        elif lost.connection_lost:
+            message = (f"{what} The next cell reconnects and starts a new shell in the same "
+                       "working directory with the same exported variables.")
+        else:
+            try:
+                message = f"{what} {self._restart()}"
+            except SessionError as err:
+                message = f"{what} A new shell could not be started: {err} The next cell tries again."
+        status = lost.status if lost.status is not None else 1
+        return CellResult(status, duration, None, cell.interrupted, message, spill)
 
-    def _restart_before_cell(self) -> None:
-        reason = self._lost_while_idle or "it was not running"
-        self._lost_while_idle = None
-        self._start_fresh()
-        self._sink("stderr", f"[shell_kernel] The shell had ended while idle ({reason}). A new "
-                             "shell was started: cwd, variables and functions were reset.\n")
-
-    def _start_fresh(self) -> None:
-        old = self._backend
-        if old is not None:
-            self._reap_all(old)
-            self._discard_backend(old)
-        self.start()
+    def _restart(self) -> str:
+        """Replace a shell that ended; say, for the user, what was lost."""
+        lost = self._lost or ShellExit("it was not running")
+        old_backend, old_info = self._backend, self._info
+        if old_backend is not None:
+            if not lost.connection_lost:
+                self._reap_all(old_backend, old_info)
+            self._discard_backend(old_backend)
+        restore = None
+        if lost.connection_lost and old_info is not None:
+            restore = (old_info.state_dir, self._last_cwd)
+        self.start(restore)  # raises SessionError; the next cell tries again
+        self._lost = None
+        if restore is None:
+            return ("A new shell was started: the working directory, variables, functions, "
+                    "aliases and background jobs of the old shell are gone.")
+        # The old shell may live on at the far end: stop it and remove its files.
+        self._reap_all(self._backend, old_info)
+        where = f" ({self._last_cwd})" if self._last_cwd else ""
+        return (f"The old shell was lost with the connection ({lost.reason}). Reconnected with "
+                f"a new shell: its working directory{where} and exported variables were "
+                "restored; plain variables, functions, aliases, shell options and background "
+                "jobs are gone.")
 
     # ------------------------------------------------------------ interrupts
     def interrupt(self) -> None:
@@ -260,7 +289,7 @@ class ShellSession:
             if cell.done.wait(self.options.interrupt_grace):
                 return
         cell.replaced = True
-        self._reap_all(backend)
+        self._reap_all(backend, info)
 
     def _wait_cell(self, cell: _Cell, duration: float, backend: Backend, info: ShellInfo,
                    follow_up: bool) -> bool:
@@ -290,8 +319,7 @@ class ShellSession:
         log.debug("reap %s %s: %s", mode, signal_name, result.stdout.strip())
         return result.stdout.split()
 
-    def _reap_all(self, backend: Backend) -> None:
-        info = self._info
+    def _reap_all(self, backend: Backend, info: ShellInfo | None) -> None:
         if info is None:
             return
         try:
@@ -305,7 +333,7 @@ class ShellSession:
         self._closing = True
         backend = self._backend
         if backend is not None:
-            self._reap_all(backend)
+            self._reap_all(backend, self._info)
             self._discard_backend(backend)
         with self._cond:
             self._cond.notify_all()
@@ -360,7 +388,7 @@ class ShellSession:
         elif kind == "frame":
             self._handle_frame(event[2], event[3])
         else:
-            self._handle_exit(event[2], event[3])
+            self._handle_exit(event[2])
 
     def _handle_data(self, stream: str, data: bytes) -> None:
         if not self._ready.is_set():
@@ -400,23 +428,22 @@ class ShellSession:
         if cell.ended["stdout"] and cell.ended["stderr"]:
             self._end_cell(cell)
 
-    def _handle_exit(self, reason: str, status: int | None) -> None:
+    def _handle_exit(self, ended: ShellExit) -> None:
         self._alive = False
+        self._lost = ended
         if not self._ready.is_set():
             said = self._startup_output.decode(errors="replace").strip()
-            self._ready_fields["failed"] = f"bash {reason}" + (f"; it said: {said}" if said else "")
+            self._ready_fields["failed"] = f"bash {ended.reason}" + (f"; it said: {said}" if said else "")
             self._ready.set()
             return
         for stream, scanner in self._scanners.items():
             self._handle_data(stream, scanner.flush())
         cell = self._cell
         if cell is not None and not cell.done.is_set():
-            self._finish_lost(cell, reason, status)
-        else:
-            self._lost_while_idle = reason
+            self._finish_lost(cell, ended)
 
-    def _finish_lost(self, cell: _Cell, reason: str, status: int | None) -> None:
-        cell.lost, cell.lost_status = reason, status
+    def _finish_lost(self, cell: _Cell, ended: ShellExit) -> None:
+        cell.lost = ended
         self._end_cell(cell)
 
     def _end_cell(self, cell: _Cell) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import KernelHarness
+from sshd_server import SSHServer
 
 
 # name -> extra install flags
@@ -30,10 +31,21 @@ def install_spec(prefix: Path, name: str, flags: list[str]) -> dict:
 
 
 @pytest.fixture(scope="session")
-def jupyter_prefix(tmp_path_factory) -> Path:
+def sshd(tmp_path_factory):
+    """A real OpenSSH server on 127.0.0.1 with its own keys, for the whole run."""
+    server = SSHServer(tmp_path_factory.mktemp("sshd"))
+    server.start()
+    server.ssh_config = server.write_ssh_config(server.workdir / "ssh_config", alias="testhost")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def jupyter_prefix(tmp_path_factory, sshd) -> Path:
     prefix = tmp_path_factory.mktemp("jupyter-prefix")
     for name, flags in LOCAL_SPECS.items():
         install_spec(prefix, name, flags)
+    install_spec(prefix, "shell-ssh-test", ["--ssh", "testhost", "--ssh-config", str(sshd.ssh_config)])
     old = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = str(prefix / "share" / "jupyter") + (os.pathsep + old if old else "")
     yield prefix
@@ -43,14 +55,6 @@ def jupyter_prefix(tmp_path_factory) -> Path:
         os.environ["JUPYTER_PATH"] = old
 
 
-@pytest.fixture(scope="session")
-def kernel_tmp(tmp_path_factory) -> Path:
-    """TMPDIR of the test kernels, so their state directories can be inspected."""
-    path = tmp_path_factory.mktemp("kernel-tmp")
-    path.chmod(0o755)
-    return path
-
-
 def kernel_env(tmpdir: Path, **overrides) -> dict:
     env = dict(os.environ)
     env["TMPDIR"] = str(tmpdir)
@@ -58,18 +62,23 @@ def kernel_env(tmpdir: Path, **overrides) -> dict:
     return env
 
 
-@pytest.fixture(scope="module", params=["local"])
+SPEC_FOR_BACKEND = {"local": "shell-test", "ssh": "shell-ssh-test"}
+
+
+@pytest.fixture(scope="module", params=list(SPEC_FOR_BACKEND))
 def backend(request) -> str:
     return request.param
 
 
 @pytest.fixture(scope="module")
-def kernel(backend, jupyter_prefix, kernel_tmp, tmp_path_factory):
+def kernel(backend, jupyter_prefix, tmp_path_factory):
     """One kernel per test module and backend; tests keep their own variables."""
     tmpdir = tmp_path_factory.mktemp(f"{backend}-tmp")
     tmpdir.chmod(0o755)
-    harness = KernelHarness("shell-test", env=kernel_env(tmpdir), cwd=str(tmpdir))
+    harness = KernelHarness(SPEC_FOR_BACKEND[backend], env=kernel_env(tmpdir), cwd=str(tmpdir))
+    harness.backend = backend
     harness.tmpdir = tmpdir
+    harness.home_dir = harness.ok("pwd").strip()  # where a new shell starts
     yield harness
     harness.shutdown()
 

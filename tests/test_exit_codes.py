@@ -3,8 +3,9 @@
 from pathlib import Path
 
 
-def state_dirs(kernel):
-    return sorted(Path(kernel.tmpdir).glob("shell_kernel.*"))
+def state_dir(kernel) -> Path:
+    """The session's private directory, on whichever host runs the shell (here, both)."""
+    return Path(kernel.ok('builtin printf %s "$__shell_kernel_dir"'))
 
 
 def test_first_cell_has_exit_code_metadata(start_kernel):
@@ -17,7 +18,8 @@ def test_first_cell_has_exit_code_metadata(start_kernel):
 
 
 def test_status_file_holds_the_exit_code(kernel):
-    [state] = state_dirs(kernel)
+    state = state_dir(kernel)
+    assert state.stat().st_mode & 0o777 == 0o700
     execution = kernel.run("echo hi; (exit 5)")
     seq, code, cwd = (state / "status").read_text().split("\n", 2)
     assert code == "5" and execution.exit_code == 5
@@ -71,4 +73,4 @@ def test_shell_death_is_reported_and_a_new_shell_works(kernel):
         assert "new shell was started" in error["evalue"]
         assert "working directory, variables" in error["evalue"]
         assert execution.meta["shell_restarted"] is True
-        assert kernel.ok("echo ${DEATH_VAR-reset}; pwd") == f"reset\n{kernel.tmpdir}\n"
+        assert kernel.ok("echo ${DEATH_VAR-reset}; pwd") == f"reset\n{kernel.home_dir}\n"

@@ -11,7 +11,17 @@ from dataclasses import dataclass
 from typing import Callable
 
 OutputCallback = Callable[[str, bytes], None]  # ("stdout" | "stderr", data)
-ExitCallback = Callable[[str, "int | None"], None]  # (what happened, exit status)
+
+
+@dataclass
+class ShellExit:
+    """How the shell ended, as the backend saw it."""
+    reason: str  # for the user, e.g. "killed by SIGKILL"
+    status: int | None = None  # exit status, when known
+    connection_lost: bool = False  # the shell may still run, out of reach
+
+
+ExitCallback = Callable[[ShellExit], None]
 
 
 @dataclass
@@ -31,7 +41,9 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
-        """Start bash; call on_output with its bytes and on_exit once when it ends."""
+        """Start bash; call on_output with its bytes and on_exit once when it ends.
+
+        Raises BackendError with a message for the user when it cannot."""
 
     @abc.abstractmethod
     def send(self, data: bytes) -> None:

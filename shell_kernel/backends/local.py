@@ -8,7 +8,7 @@ import signal
 import subprocess
 import threading
 
-from . import Backend, BackendError, ExitCallback, OutputCallback, SideResult
+from . import Backend, BackendError, ExitCallback, OutputCallback, ShellExit, SideResult
 
 READ_SIZE = 1 << 16
 
@@ -75,9 +75,9 @@ class LocalBackend(Backend):
                 signame = signal.Signals(-status).name
             except ValueError:
                 signame = f"signal {-status}"
-            on_exit(f"killed by {signame}", 128 - status)
+            on_exit(ShellExit(f"killed by {signame}", 128 - status))
         else:
-            on_exit(f"exited with status {status}", status)
+            on_exit(ShellExit(f"exited with status {status}", status))
 
     def send(self, data: bytes) -> None:
         proc = self._proc

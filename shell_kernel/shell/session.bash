@@ -53,7 +53,10 @@ __shell_kernel_post() {
     __shell_kernel_done=$seq
     if [[ -n ${__shell_kernel_dir-} ]]; then
       { builtin printf '%s\n%s\n%s' "$seq" "$status" "${PWD-}" >| "$__shell_kernel_dir/status"
-        builtin jobs -p >| "$__shell_kernel_dir/jobs"; } 2>/dev/null || builtin true
+        builtin jobs -p >| "$__shell_kernel_dir/jobs"
+        if [[ -n ${__shell_kernel_snapshot-} ]]; then
+          builtin export -p >| "$__shell_kernel_dir/exports"
+        fi; } 2>/dev/null || builtin true
     fi
   fi
   if (( seq == __shell_kernel_done )); then  # else: a late repeat for a cell long over
