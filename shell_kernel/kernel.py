@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
 
@@ -167,4 +168,11 @@ class ShellKernel(Kernel):
     # ------------------------------------------------------------- shutdown
     async def do_shutdown(self, restart):
         self._session.close()
+        # ipykernel 7 flushes sys.stdout/stderr on the control thread after
+        # this reply, racing the IOPub thread's own shutdown; when it loses,
+        # the flush waits 10 s and jupyter_client kills the kernel with
+        # SIGTERM. Nothing is left to flush: do not wait long for it.
+        for stream in (sys.stdout, sys.stderr):
+            if hasattr(stream, "flush_timeout"):
+                stream.flush_timeout = 0.2
         return {"status": "ok", "restart": restart}

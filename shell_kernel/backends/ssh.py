@@ -223,13 +223,13 @@ class SSHBackend(Backend):
                     continue
                 break
             select.select([channel], [], [], 0.5)
-        if channel.exit_status_ready():
-            status = channel.recv_exit_status()
-            signame = getattr(channel, "exit_signal", None)
-            if signame:
-                on_exit(ShellExit(f"killed by SIG{signame}", status))
-            else:
-                on_exit(ShellExit(f"exited with status {status}", status))
+        # paramiko reports -1 when the channel closed without an exit status.
+        status = channel.exit_status if channel.exit_status_ready() else -1
+        signame = getattr(channel, "exit_signal", None)
+        if signame:
+            on_exit(ShellExit(f"killed by SIG{signame}", status))
+        elif status >= 0:
+            on_exit(ShellExit(f"exited with status {status}", status))
         elif self._closed.is_set():
             on_exit(ShellExit("closed by the kernel"))
         else:

@@ -1,0 +1,212 @@
+"""SSH-only behaviour, against real OpenSSH servers that the tests start."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import install_spec
+from harness import pids_matching, wait_until
+from sshd_server import SSHServer
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A private sshd for tests that break or inspect their server."""
+    srv = SSHServer(tmp_path / "sshd", name="private-sshd")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def ssh_kernel(jupyter_prefix, start_kernel, tmp_path):
+    """Install a kernelspec for an ssh config and start a kernel from it."""
+    counter = [0]
+
+    def start(config: Path, alias: str = "testhost", flags=(), **env):
+        counter[0] += 1
+        name = f"shell-ssh-case-{os.getpid()}-{counter[0]}"
+        install_spec(jupyter_prefix, name, ["--ssh", alias, "--ssh-config", str(config), *flags])
+        return start_kernel(name, **env)
+
+    return start
+
+
+def fingerprint(public_key_line: str) -> str:
+    done = subprocess.run(["ssh-keygen", "-lf", "-"], input=public_key_line, text=True,
+                          capture_output=True, check=True)
+    return done.stdout.split()[1]  # SHA256:...
+
+
+def config_with_key(server: SSHServer, path: Path, key: Path) -> Path:
+    """An ssh config for the server that offers only `key`."""
+    path.write_text(f"Host testhost\n    HostName 127.0.0.1\n    Port {server.port}\n"
+                    f"    User {server.user}\n    IdentityFile {key}\n    IdentitiesOnly yes\n"
+                    f"    UserKnownHostsFile {server.known_hosts_path}\n")
+    return path
+
+
+def first_cell_error(kernel) -> str:
+    execution = kernel.run("echo hello")
+    assert execution.status == "error"
+    return execution.errors[0]["evalue"]
+
+
+def test_config_alias_with_user_port_and_identity_file(sshd, ssh_kernel):
+    kernel = ssh_kernel(sshd.ssh_config)
+    assert kernel.ok("whoami") == f"{sshd.user}\n"
+    banner = kernel.request("kernel_info")["content"]["banner"]
+    assert f"ssh {sshd.user}@127.0.0.1:{sshd.port}" in banner
+
+
+def test_unknown_host_key_is_refused_with_the_fix(server, ssh_kernel, tmp_path):
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    config = server.write_ssh_config(tmp_path / "cfg", extra=f"UserKnownHostsFile {empty}")
+    message = first_cell_error(ssh_kernel(config))
+    assert f"[127.0.0.1]:{server.port}" in message
+    assert fingerprint(server.host_public_key) in message
+    assert "--accept-new-host-key" in message and "nothing was sent" in message
+    assert empty.read_text() == ""
+
+
+def test_accept_new_host_key_records_it_and_never_accepts_a_changed_one(server, ssh_kernel,
+                                                                        tmp_path):
+    known = tmp_path / "known"
+    config = server.write_ssh_config(tmp_path / "cfg", extra=f"UserKnownHostsFile {known}")
+    kernel = ssh_kernel(config, flags=["--accept-new-host-key"])
+    assert kernel.ok("echo in") == "in\n"
+    assert server.host_public_key.split()[1] in known.read_text()
+    kernel.shutdown()
+
+    server.regenerate_host_key()
+    message = first_cell_error(ssh_kernel(config, flags=["--accept-new-host-key"]))
+    assert "CHANGED" in message and "ssh-keygen -R" in message
+
+
+def test_changed_host_key_is_refused(server, ssh_kernel, tmp_path):
+    config = server.write_ssh_config(tmp_path / "cfg")
+    old = server.host_public_key
+    new = server.regenerate_host_key()
+    message = first_cell_error(ssh_kernel(config))
+    assert "CHANGED" in message
+    assert fingerprint(new) in message and fingerprint(old) in message
+
+
+def test_encrypted_key_without_agent_says_what_to_do(server, ssh_kernel, tmp_path):
+    config = config_with_key(server, tmp_path / "cfg", server.user_key_encrypted_path)
+    message = first_cell_error(ssh_kernel(config, SSH_AUTH_SOCK=""))  # no agent
+    assert "encrypted" in message and "ssh-add" in message
+    assert server.user_key_passphrase not in message
+
+
+def test_host_wanting_a_password_gets_a_clear_error(server, ssh_kernel, tmp_path):
+    stranger = tmp_path / "stranger_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    config = config_with_key(server, tmp_path / "cfg", stranger)
+    message = first_cell_error(ssh_kernel(config, SSH_AUTH_SOCK=""))
+    assert "never sends passwords" in message
+
+
+def test_proxyjump_through_a_second_server(server, tmp_path, ssh_kernel):
+    target = SSHServer(tmp_path / "target-sshd", name="target-sshd")
+    target.start()
+    try:
+        config = server.write_ssh_config(tmp_path / "cfg", alias="jump")
+        target.write_ssh_config(config, alias="target", extra="ProxyJump jump")
+        accepted_before = server.log_text().count("Accepted publickey")
+        kernel = ssh_kernel(config, alias="target")
+        assert kernel.ok("echo via-jump") == "via-jump\n"
+        assert server.log_text().count("Accepted publickey") == accepted_before + 1
+        assert target.log_text().count("Accepted publickey") >= 1
+    finally:
+        target.stop()
+
+
+def test_one_connection_per_kernel(server, ssh_kernel, tmp_path):
+    kernel = ssh_kernel(server.write_ssh_config(tmp_path / "cfg"))
+    for i in range(30):
+        kernel.ok(f"echo {i}")
+    msg_id = kernel.start("sleep 1000.31")
+    time.sleep(0.7)
+    kernel.km.interrupt_kernel()
+    assert kernel.collect(msg_id).reply["content"]["ename"] == "KeyboardInterrupt"
+    assert len(server.session_pids()) == 1
+
+
+def test_connection_drop_ends_the_cell_and_the_next_cell_reconnects(server, ssh_kernel,
+                                                                    tmp_path):
+    kernel = ssh_kernel(server.write_ssh_config(tmp_path / "cfg"))
+    kernel.ok("cd /tmp; export DROP_EXPORT='kept value'; DROP_PLAIN=yes; sleep 1000.41 &")
+    old_state = Path(kernel.ok('builtin printf %s "$__shell_kernel_dir"'))
+    msg_id = kernel.start("echo running; sleep 1000.42; echo never")
+    time.sleep(1.0)
+    started = time.monotonic()
+    server.kill_sessions()
+    execution = kernel.collect(msg_id, timeout=60)
+    assert time.monotonic() - started < 20
+    assert execution.status == "error"
+    assert execution.stdout == "running\n"
+    assert "connection" in execution.errors[0]["evalue"] and "lost" in execution.errors[0]["evalue"]
+
+    execution = kernel.run("echo \"$DROP_EXPORT|${DROP_PLAIN-gone}\"; pwd")
+    assert execution.status == "ok"
+    assert execution.stdout == "kept value|gone\n/tmp\n"
+    assert "Reconnected" in execution.stderr
+    # Nothing of the old session is left on the host.
+    assert wait_until(lambda: not pids_matching("1000.41") and not pids_matching("1000.42"))
+    assert not old_state.exists()
+
+
+def test_no_remote_leftovers_after_shutdown(sshd, ssh_kernel):
+    kernel = ssh_kernel(sshd.ssh_config)
+    state = Path(kernel.ok('builtin printf %s "$__shell_kernel_dir"'))
+    assert state.stat().st_mode & 0o777 == 0o700
+    shell_pid = int(kernel.ok("echo $$"))
+    kernel.ok("sleep 1000.51 & (sleep 1000.52 &); nohup sleep 1000.53 >/dev/null 2>&1 &")
+    kernel.shutdown()
+    for marker in ("1000.51", "1000.52", "1000.53"):
+        assert wait_until(lambda: not pids_matching(marker)), marker
+    assert not os.path.exists(f"/proc/{shell_pid}")
+    assert not state.exists()
+
+
+MINIMAL_TOOLS = ["bash", "sh", "ps", "awk", "cat", "mktemp", "rm", "mkdir", "sleep", "tr",
+                 "env", "ls", "id"]
+
+
+def test_noisy_login_and_minimal_host_without_python(tmp_path, ssh_kernel):
+    """A login that prints banners on both streams, and a PATH of POSIX tools and bash only."""
+    bin_dir = tmp_path / "minimal-bin"
+    bin_dir.mkdir()
+    for tool in MINIMAL_TOOLS:
+        found = subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip()
+        (bin_dir / tool).symlink_to(found)
+    wrapper = tmp_path / "noisy-login"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "echo 'Welcome to a noisy host (motd)'\necho 'last login: never' >&2\n"
+        f"PATH={bin_dir}; export PATH\n"
+        "exec /bin/sh -c \"$SSH_ORIGINAL_COMMAND\"\n")
+    wrapper.chmod(0o755)
+    srv = SSHServer(tmp_path / "sshd", name="noisy-sshd", extra_config=f"ForceCommand {wrapper}")
+    srv.start()
+    try:
+        kernel = ssh_kernel(srv.write_ssh_config(tmp_path / "cfg"), flags=["--clean"])
+        execution = kernel.run("echo out; echo err >&2; command -v python3 || echo no-python")
+        assert execution.stdout == "out\nno-python\n"
+        assert execution.stderr == "err\n"
+        assert kernel.run("(exit 4)").exit_code == 4
+        msg_id = kernel.start("sleep 1000.61")
+        time.sleep(0.7)
+        kernel.km.interrupt_kernel()
+        assert kernel.collect(msg_id).reply["content"]["ename"] == "KeyboardInterrupt"
+        assert wait_until(lambda: not pids_matching("1000.61"))
+        assert kernel.ok("echo after") == "after\n"
+    finally:
+        srv.stop()
