@@ -5,6 +5,8 @@ Nothing here knows bash syntax; everything here knows Jupyter messages.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import signal
 import sys
@@ -14,6 +16,7 @@ import time
 from ipykernel.kernelbase import Kernel
 
 from . import __version__
+from .completion import completion_context, word_at
 from .config import KernelConfig
 from .session import CellResult, SessionError, ShellSession
 
@@ -30,8 +33,9 @@ class ShellKernel(Kernel):
         super().__init__(**kwargs)
         self._config = type(self).config_for_launch
         self._output_parent: dict | None = None
+        self._display_ids: set[str] = set()
         self._session = ShellSession(self._config.backend_factory(), self._send_stream,
-                                     self._config.session_options())
+                                     self._config.session_options(), self._send_display)
         self._start_error: str | None = None
         self._started = threading.Event()
         # Before the shell starts: ipykernel ignores SIGINT until now, and a
@@ -110,6 +114,58 @@ class ShellKernel(Kernel):
             return
         self.session.send(self.iopub_socket, "stream", {"name": name, "text": text},
                           parent=parent, ident=self._topic("stream"))
+
+    def _send_display(self, mime: str, data: bytes, display_id: str) -> None:
+        parent = self._output_parent
+        if parent is None:
+            return
+        bundle = {"text/plain": f"<{mime}, {len(data)} bytes>"}
+        if mime.startswith("image/") and mime != "image/svg+xml":
+            bundle[mime] = base64.b64encode(data).decode("ascii")
+        elif mime == "application/json" or mime.endswith("+json"):
+            try:
+                bundle[mime] = json.loads(data)
+            except ValueError as err:
+                bundle = {"text/plain": f"display: the data is not valid JSON ({err})"}
+        else:
+            bundle[mime] = data.decode("utf-8", "replace")
+        msg_type, transient = "display_data", {}
+        if display_id:
+            transient["display_id"] = display_id
+            if display_id in self._display_ids:
+                msg_type = "update_display_data"
+            self._display_ids.add(display_id)
+        self.session.send(self.iopub_socket, msg_type,
+                          {"data": bundle, "metadata": {}, "transient": transient},
+                          parent=parent, ident=self._topic(msg_type))
+
+    # -------------------------------------------------------- editing help
+    async def do_complete(self, code, cursor_pos):
+        cursor_pos = len(code) if cursor_pos is None else cursor_pos
+        context = completion_context(code, cursor_pos)
+        answer = self._session.query(context.what, context.word) or ""
+        matches = sorted(set(line for line in answer.split("\n") if line))[:1000]
+        return {"status": "ok", "matches": matches, "cursor_start": context.start,
+                "cursor_end": cursor_pos, "metadata": {}}
+
+    async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+        word = word_at(code, len(code) if cursor_pos is None else cursor_pos)
+        answer = self._session.query("inspect", word) if word else None
+        found = bool(answer) and "not found" not in answer.split("\n", 1)[0]
+        data = {"text/plain": answer.rstrip("\n")} if found else {}
+        return {"status": "ok", "found": found, "data": data, "metadata": {}}
+
+    async def do_is_complete(self, code):
+        if not code.strip():
+            return {"status": "complete"}
+        answer = self._session.query("is-complete", code)
+        if answer is None:
+            return {"status": "unknown"}
+        if not answer.strip():
+            return {"status": "complete"}
+        if any(s in answer for s in ("unexpected end of file", "unexpected EOF", "here-document")):
+            return {"status": "incomplete", "indent": "  "}
+        return {"status": "invalid"}
 
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                          allow_stdin=False, *, cell_meta=None, cell_id=None):

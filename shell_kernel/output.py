@@ -12,6 +12,7 @@ from typing import Callable
 _NUL_PICTURE = "\u2400"
 
 Sink = Callable[[str, str], None]  # (stream name, text)
+DisplaySink = Callable[[str, bytes, str], None]  # (mime type, data, display id or "")
 
 
 class StreamDecoder:

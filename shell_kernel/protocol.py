@@ -18,6 +18,10 @@ FRAME_END = b"\x1f\x1e"
 FIELD_SEP = b"\x1f"
 # A frame is short; anything longer after a start marker is user data.
 MAX_FRAME = 8192
+# Frames of these kinds are followed by a payload of raw bytes, whose length
+# is the frame's last field.
+PAYLOAD_KINDS = ("display", "reply")
+MAX_PAYLOAD = 256 << 20
 
 STREAMS = ("stdout", "stderr")
 
@@ -80,9 +84,20 @@ def prepare_cell(code: str) -> PreparedCell:
 def eval_lines(source: bytes, seq: int) -> bytes:
     """The two input lines that run one cell and report its end."""
     return (
-        b"builtin eval -- " + ansi_c_quote(source) + b" </dev/null >&61 2>&62\n"
-        + post_line(seq, b"$?")
+        b"__shell_kernel_resume ''; builtin eval -- " + ansi_c_quote(source)
+        + b" </dev/null >&61 2>&62\n" + post_line(seq, b"$?")
     )
+
+
+QUERIES = ("commands", "variables", "paths", "is-complete", "inspect")
+
+
+def query_line(seq: int, what: str, text: str) -> bytes:
+    """A line asking the shell something between cells (see __shell_kernel_query)."""
+    if what not in QUERIES:
+        raise ValueError(f"unknown query {what!r}")
+    data = text.encode("utf-8", "replace").replace(b"\x00", b"")
+    return b"__shell_kernel_query %d %s %s\n" % (seq, what.encode(), ansi_c_quote(data))
 
 
 def post_line(seq: int, status: bytes = b"130") -> bytes:
@@ -104,11 +119,16 @@ class FrameScanner:
     def __init__(self, token: str):
         self._head = FRAME_START + token.encode() + FIELD_SEP
         self._pending = b""
+        self._payload_fields: list[str] | None = None
+        self._payload_left = 0
+        self._payload = bytearray()
 
     def feed(self, data: bytes) -> list[tuple[str, object]]:
+        events: list[tuple[str, object]] = []
+        if self._payload_fields is not None:
+            data = self._take_payload(data, events)
         buf = self._pending + data
         self._pending = b""
-        events: list[tuple[str, object]] = []
         start = 0
         while True:
             at = buf.find(self._head, start)
@@ -133,9 +153,28 @@ class FrameScanner:
                 return events
             if at > start:
                 events.append(("data", buf[start:at]))
-            fields = buf[at + len(self._head): end].split(FIELD_SEP)
-            events.append(("frame", [f.decode("utf-8", "surrogateescape") for f in fields]))
+            fields = [f.decode("utf-8", "surrogateescape")
+                      for f in buf[at + len(self._head): end].split(FIELD_SEP)]
             start = end + len(FRAME_END)
+            if fields[0] in PAYLOAD_KINDS and fields[-1].isdigit() \
+                    and int(fields[-1]) <= MAX_PAYLOAD:
+                self._payload_fields, self._payload_left = fields[:-1], int(fields[-1])
+                rest = self._take_payload(buf[start:], events)
+                buf, start = rest, 0
+                if self._payload_fields is not None:
+                    return events
+                continue
+            events.append(("frame", fields))
+
+    def _take_payload(self, data: bytes, events: list) -> bytes:
+        """Collect payload bytes; return what follows the payload."""
+        take = data[: self._payload_left]
+        self._payload += take
+        self._payload_left -= len(take)
+        if self._payload_left == 0:
+            events.append(("frame", self._payload_fields + [bytes(self._payload)]))
+            self._payload_fields, self._payload = None, bytearray()
+        return data[len(take):]
 
     def flush(self) -> bytes:
         """Whatever is held back, as data (the stream ended)."""

@@ -20,7 +20,7 @@ from typing import Callable
 
 from . import protocol
 from .backends import Backend, BackendError, ShellExit
-from .output import Coalescer, OutputLimit, Sink, StreamDecoder
+from .output import Coalescer, DisplaySink, OutputLimit, Sink, StreamDecoder
 
 log = logging.getLogger("shell_kernel.session")
 
@@ -83,9 +83,13 @@ class ShellInfo:
 
 class ShellSession:
     def __init__(self, backend_factory: Callable[[], Backend], sink: Sink,
-                 options: Options | None = None):
+                 options: Options | None = None, display_sink: DisplaySink | None = None):
         self._backend_factory = backend_factory
         self._sink = sink
+        self._display_sink = display_sink
+        self._query_seq = 0
+        self._reply: tuple[int, bytes] | None = None
+        self._reply_ready = threading.Event()
         self.options = options or Options()
         self._backend: Backend | None = None
         self._generation = 0
@@ -254,6 +258,31 @@ class ShellSession:
                 "restored; plain variables, functions, aliases, shell options and background "
                 "jobs are gone.")
 
+    # --------------------------------------------------------------- queries
+    def query(self, what: str, text: str, timeout: float = 10.0) -> str | None:
+        """Ask the idle shell something (see protocol.QUERIES); None if it cannot answer."""
+        if not self._run_lock.acquire(timeout=timeout):
+            return None
+        try:
+            if not self._alive or self._closing:
+                return None
+            self._query_seq += 1
+            seq = self._query_seq
+            self._reply_ready.clear()
+            self._backend.send(protocol.query_line(seq, what, text))
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and self._alive:
+                if self._reply_ready.wait(0.1) and self._reply and self._reply[0] == seq:
+                    return self._reply[1].decode("utf-8", "replace")
+            log.warning("query %s got no answer within %g s; interrupting it", what, timeout)
+            self._reap(self._backend, self._info, "cell", "INT")
+            return None
+        except BackendError as err:
+            log.warning("query %s failed: %s", what, err)
+            return None
+        finally:
+            self._run_lock.release()
+
     # ------------------------------------------------------------ interrupts
     def interrupt(self) -> None:
         """Ctrl-C for the running cell; harmless when idle. Returns at once."""
@@ -406,8 +435,17 @@ class ShellSession:
                 return
         self._coalescer.add(stream, self._decoders[stream].decode(data))
 
-    def _handle_frame(self, stream: str, fields: list[str]) -> None:
+    def _handle_frame(self, stream: str, fields: list) -> None:
         kind = fields[0] if fields else ""
+        if kind == "display" and len(fields) == 4:
+            self._coalescer.flush()  # what was printed before the display shows before it
+            if self._display_sink is not None:
+                self._display_sink(fields[1], fields[3], fields[2])
+            return
+        if kind == "reply" and len(fields) == 3:
+            self._reply = (_int_or(fields[1], -1), fields[2])
+            self._reply_ready.set()
+            return
         if kind == "ready":
             if stream == "stdout" and len(fields) >= 4:
                 self._ready_fields.update(pid=fields[1], version=fields[2], dir=fields[3])

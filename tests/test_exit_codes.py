@@ -45,6 +45,14 @@ def test_status_of_last_command_as_in_a_script(kernel):
     kernel.run("set +o pipefail")
 
 
+def test_status_carries_to_the_next_cell_as_in_a_script(kernel):
+    kernel.run("(exit 5)")
+    assert kernel.ok("echo $?") == "5\n"
+    kernel.run("exit 6")
+    assert kernel.ok("echo $?") == "6\n"
+    assert kernel.ok("echo $?") == "0\n"
+
+
 def test_exit_ends_the_cell_and_keeps_the_shell(kernel):
     kernel.ok("EXIT_KEEP=kept; cd /tmp")
     execution = kernel.run("echo one; exit 3; echo never")
@@ -52,7 +60,7 @@ def test_exit_ends_the_cell_and_keeps_the_shell(kernel):
     assert execution.reply["content"]["evalue"] == "3"
     execution = kernel.run("stop() { echo stopping; exit 4; }; stop; echo never")
     assert execution.exit_code == 4 and execution.stdout == "stopping\n"
-    assert kernel.run("exit").exit_code == 0
+    assert kernel.run("true; exit").exit_code == 0
     assert kernel.run("false; exit").exit_code == 1
     assert kernel.run("(exit 6); echo sub=$?").stdout == "sub=6\n"
     execution = kernel.run("exit nope")

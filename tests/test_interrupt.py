@@ -34,13 +34,18 @@ def test_interrupt_stops_a_pure_shell_loop(kernel):
 
 
 def test_interrupt_kills_grandchildren_and_programs_ignoring_sigint_and_sigterm(kernel):
-    code = ("bash -c 'sleep 1000.222 & sleep 1000.223 & wait'; "
+    code = ("bash -c 'sleep 1000.222 & sleep 1000.223 & wait' & "
             "python3 -c \"import signal, time\n"
             "for s in (signal.SIGINT, signal.SIGTERM): signal.signal(s, signal.SIG_IGN)\n"
             "time.sleep(1000.224)\" & wait")
-    execution = interrupt_after(kernel, code, delay=1.0)
+    msg_id = kernel.start(code)
+    markers = ("1000.222", "1000.223", "1000.224")
+    assert wait_until(lambda: all(pids_matching(m) for m in markers), timeout=10)
+    time.sleep(0.3)  # python has set its signal dispositions
+    kernel.km.interrupt_kernel()
+    execution = kernel.collect(msg_id)
     assert execution.status == "error"
-    for marker in ("1000.222", "1000.223", "1000.224"):
+    for marker in markers:
         assert wait_until(lambda: not pids_matching(marker), timeout=5), marker
     assert kernel.ok("echo alive") == "alive\n"
 

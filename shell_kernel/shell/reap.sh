@@ -5,6 +5,7 @@
 #   reap.sh cell    SIG SHELL STATE_DIR [PID..]  signal them (and the listed PIDs
 #                                                still alive), then SIGINT the shell
 #   reap.sh orphans SIG SHELL STATE_DIR PID..    signal what is left of PIDs
+#                                                and their descendants
 #   reap.sh all     -   SHELL STATE_DIR          stop everything the session
 #                                                started, remove STATE_DIR
 #
@@ -24,10 +25,12 @@ table() {
 }
 
 # $1: cell (the cell's tree and the extra pids), orphans (the extra pids
-# only) or all (every descendant and every member of the shell's session).
+# and their descendants: the cell is over, and the jobs file now lists its
+# own background jobs, which belong to the interrupted cell too) or all
+# (every descendant and every member of the shell's session).
 members() {
   skip=
-  if [ "$1" != all ] && [ -r "$dir/jobs" ]; then skip=$(cat "$dir/jobs"); fi
+  if [ "$1" = cell ] && [ -r "$dir/jobs" ]; then skip=$(cat "$dir/jobs"); fi
   table | awk -v root="$root" -v skip="$skip" -v extra="$extra" -v scope="$1" '
     { parent[$1] = $2; sid[$1] = $3; order[NR] = $1 }
     END {
@@ -42,7 +45,8 @@ members() {
         q = p; hops = 0; verdict = (p in listed)
         while (q != "" && q > 1 && hops++ < 128) {
           if (q in excluded) { verdict = 0; break }
-          if (parent[q] == root) { if (scope != "orphans" || (p in listed)) verdict = 1; break }
+          if (scope == "orphans") { if (q in listed) { verdict = 1; break } }
+          else if (parent[q] == root) { verdict = 1; break }
           q = parent[q]
         }
         if (verdict) print p

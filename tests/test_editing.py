@@ -1,0 +1,125 @@
+"""Completion, inspection, is_complete and rich display, on both backends."""
+
+import base64
+import json
+
+import pytest
+
+
+def complete(kernel, code, cursor=None):
+    cursor = len(code) if cursor is None else cursor
+    return kernel.request("complete", code, cursor)["content"]
+
+
+def test_completes_commands_functions_aliases_variables_and_paths(kernel, tmp_path):
+    (tmp_path / "alpha_dir").mkdir()
+    (tmp_path / "alpha_file.txt").write_text("x")
+    kernel.ok(f"cd {tmp_path}; cmpl_func() {{ :; }}; alias cmpl_alias=ls; CMPL_VAR=1")
+    reply = complete(kernel, "cmpl_f")
+    assert reply["matches"] == ["cmpl_func"] and reply["cursor_start"] == 0
+    assert complete(kernel, "x; cmpl_al")["matches"] == ["cmpl_alias"]
+    assert "echo" in complete(kernel, "ech")["matches"]
+    reply = complete(kernel, "echo ${CMPL_V")
+    assert reply["matches"] == ["CMPL_VAR"] and reply["cursor_start"] == len("echo ${")
+    reply = complete(kernel, "cat alpha_")
+    assert reply["matches"] == ["alpha_dir/", "alpha_file.txt"]
+    assert (reply["cursor_start"], reply["cursor_end"]) == (4, 10)
+    reply = complete(kernel, "cat alpha_ | wc", cursor=10)  # cursor in the middle
+    assert reply["cursor_end"] == 10 and "alpha_file.txt" in reply["matches"]
+    kernel.ok("cd /")
+
+
+def test_completion_leaves_the_shell_state_alone(kernel):
+    kernel.ok("cd /tmp; trap 'echo trapped' USR1")
+    kernel.run("(exit 3)")
+    for code in ["ec", "echo $HO", "ls /"]:
+        complete(kernel, code)
+    kernel.request("inspect", "ls", 2)
+    kernel.request("is_complete", "if true; then")
+    execution = kernel.run("echo \"$? $PWD\"; trap -p USR1")
+    assert execution.stdout == "3 /tmp\ntrap -- 'echo trapped' SIGUSR1\n"
+    kernel.ok("trap - USR1; cd /")
+
+
+@pytest.mark.parametrize("code, status", [
+    ("echo ok", "complete"),
+    ("for x in 1 2; do echo $x; done", "complete"),
+    ("if true; then", "incomplete"),
+    ("for f in *; do", "incomplete"),
+    ("echo 'open quote", "incomplete"),
+    ("cat <<EOF\nline", "incomplete"),
+    ("echo continued \\", "incomplete"),
+    ("fi fi", "invalid"),
+    ("done", "invalid"),
+])
+def test_is_complete_uses_bash_parser(kernel, code, status):
+    reply = kernel.request("is_complete", code)["content"]
+    assert reply["status"] == status
+    if status == "incomplete":
+        assert reply["indent"] == "  "
+
+
+def test_is_complete_runs_nothing(kernel, tmp_path):
+    marker = tmp_path / "ran"
+    kernel.request("is_complete", f"touch {marker}; if true; then")
+    kernel.request("is_complete", f"touch {marker}")
+    assert not marker.exists()
+
+
+def test_inspect_builtins_commands_functions_and_unknown_words(kernel):
+    kernel.ok("insp_func() { echo inspected; }")
+    reply = kernel.request("inspect", "cd /tmp", 1)["content"]
+    assert reply["found"] and "cd is a shell builtin" in reply["data"]["text/plain"]
+    assert "Change the shell working directory" in reply["data"]["text/plain"]
+    reply = kernel.request("inspect", "insp_func", 4)["content"]
+    assert "insp_func is a function" in reply["data"]["text/plain"]
+    reply = kernel.request("inspect", "ls -l", 1)["content"]
+    text = reply["data"]["text/plain"]
+    assert "ls is /" in text and len(text.splitlines()) <= 90
+    assert kernel.request("inspect", "no_such_command_xyz", 3)["content"]["found"] is False
+
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+
+
+def test_display_images_html_markdown_json_and_updates(kernel, tmp_path):
+    (tmp_path / "dot.png").write_bytes(PNG)
+    (tmp_path / "data.json").write_text('{"a": [1, 2]}')
+    (tmp_path / "pic.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
+    execution = kernel.run(
+        f"cd {tmp_path}; echo before; display dot.png; printf '<b>bold</b>' | display --mime text/html; "
+        "printf '# Title' | display --mime text/markdown; display data.json; display pic.svg; "
+        "echo progress-1 | display --mime text/plain --id prog; "
+        "echo progress-2 | display --mime text/plain --id prog; echo after; cd /")
+    assert execution.status == "ok", execution.stderr
+    kinds = [(m["msg_type"], sorted(m["content"].get("data", {}))) for m in execution.messages]
+    assert kinds == [
+        ("stream", []),
+        ("display_data", ["image/png", "text/plain"]),
+        ("display_data", ["text/html", "text/plain"]),
+        ("display_data", ["text/markdown", "text/plain"]),
+        ("display_data", ["application/json", "text/plain"]),
+        ("display_data", ["image/svg+xml", "text/plain"]),
+        ("display_data", ["text/plain"]),
+        ("update_display_data", ["text/plain"]),
+        ("stream", []),
+    ]
+    data = [m["content"].get("data", {}) for m in execution.messages]
+    assert base64.b64decode(data[1]["image/png"]) == PNG
+    assert data[2]["text/html"] == "<b>bold</b>"
+    assert data[4]["application/json"] == {"a": [1, 2]}
+    assert data[6]["text/plain"] == "progress-1\n" and data[7]["text/plain"] == "progress-2\n"
+    assert execution.messages[6]["content"]["transient"]["display_id"] == "prog"
+    assert execution.messages[0]["content"]["text"] == "before\n"
+
+
+def test_display_errors_are_clear(kernel, tmp_path):
+    execution = kernel.run("display /no/such/file.png")
+    assert execution.exit_code == 1 and "no such readable file" in execution.stderr
+    execution = kernel.run("echo x | display")
+    assert execution.exit_code == 2 and "needs --mime" in execution.stderr
+    execution = kernel.run("head -c 2000 /dev/zero | SHELL_KERNEL_DISPLAY_LIMIT=1000 display --mime image/png")
+    assert execution.exit_code == 1 and "over the 1000 byte limit" in execution.stderr
+    assert not [m for m in execution.messages if m["msg_type"] == "display_data"]
+    assert kernel.ok("echo fine") == "fine\n"
