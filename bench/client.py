@@ -18,6 +18,12 @@ StreamHandler = Callable[[str, str], None]
 
 _live: set["KernelSession"] = set()
 
+#: Seconds of quiet on IOPub after the reply before a missing idle status
+#: counts as dropped (see KernelSession.collect).
+IDLE_GRACE = 2.0
+#: How often collect() looks at the shell channel while IOPub is quiet.
+POLL = 0.25
+
 
 @dataclass
 class Execution:
@@ -29,6 +35,7 @@ class Execution:
     idle: bool = False
     stream_messages: int = 0
     stream_bytes: int = 0
+    idle_lost: bool = False  # the reply came but the idle status never did
 
     @property
     def finished(self) -> bool:
@@ -50,25 +57,40 @@ class Execution:
 class KernelSession:
     """One running kernel and its blocking client."""
 
-    def __init__(self, kernelspec: str, cwd: str, log=None):
+    def __init__(self, kernelspec: str, cwd: str, log=None, env: dict | None = None,
+                 setup: str | None = None):
         self.kernelspec = kernelspec
         self.cwd = cwd
         self.log = log  # a file for the kernel's stdout and stderr (default: ours)
+        self.env = env  # the kernel's environment (default: ours)
+        self.setup = setup  # a cell run after every start (e.g. sshkernel's %login)
+        self.setup_s: float | None = None  # how long that cell took at the last start
         self.km: KernelManager | None = None
         self.kc = None
 
     # ------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 60.0) -> float:
-        """Start the kernel; seconds from start_kernel() to wait_for_ready() returning."""
+        """Start the kernel and run the setup cell, if any; seconds from
+        start_kernel() to wait_for_ready() returning (setup_s: the setup cell)."""
         self.km = KernelManager(kernel_name=self.kernelspec)
         _live.add(self)
         started = time.perf_counter()
-        streams = {} if self.log is None else {"stdout": self.log, "stderr": self.log}
-        self.km.start_kernel(cwd=self.cwd, **streams)
+        extra = {} if self.log is None else {"stdout": self.log, "stderr": self.log}
+        if self.env is not None:
+            extra["env"] = self.env
+        self.km.start_kernel(cwd=self.cwd, **extra)
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=timeout)
-        return time.perf_counter() - started
+        ready = time.perf_counter() - started
+        if self.setup is not None:
+            ex = self.execute(self.setup, timeout)
+            if not ex.ok:
+                raise RuntimeError(f"setup cell {self.setup!r}: "
+                                   + ("no reply" if not ex.finished else
+                                      f"{ex.status} ({ex.error_name})"))
+            self.setup_s = ex.elapsed
+        return ready
 
     def shutdown(self, now: bool = False) -> int | None:
         """Shut the kernel down; its exit status (negative: killed by that signal)."""
@@ -104,16 +126,38 @@ class KernelSession:
 
     def collect(self, msg_id: str, started: float, deadline: float,
                 on_stream: StreamHandler | None = None) -> Execution:
-        """Read IOPub until the request's idle status, then its reply.
+        """Read IOPub until the request's idle status, and its reply.
 
         IOPub is drained first so a flood of output never piles up in the
-        client; messages of other requests are skipped.
+        client; messages of other requests are skipped. ZeroMQ drops IOPub
+        messages past its high-water mark when the client falls behind (as
+        with kernels that send one message per line), and the idle status can
+        be among them: once the reply is in and IOPub has been quiet for
+        IDLE_GRACE seconds, the execution counts as finished (idle_lost).
         """
         ex = Execution(msg_id)
-        while not ex.idle:
-            msg = _next(self.kc.get_iopub_msg, deadline)
+        quiet_since = replied_at = None
+        while not (ex.idle and ex.reply is not None):
+            if ex.idle:  # only the reply is missing: wait for it
+                msg = _next(self.kc.get_shell_msg, deadline)
+                if msg is None:
+                    return ex
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    ex.reply = msg
+                continue
+            msg = _next(self.kc.get_iopub_msg, min(deadline, time.perf_counter() + POLL))
             if msg is None:
-                return ex
+                if time.perf_counter() >= deadline:
+                    return ex
+                if ex.reply is None:
+                    ex.reply = self._reply_if_any(msg_id)
+                    replied_at = time.perf_counter()
+                if ex.reply is not None:
+                    quiet_since = quiet_since or time.perf_counter()
+                    if time.perf_counter() - quiet_since >= IDLE_GRACE:
+                        ex.idle = ex.idle_lost = True
+                continue
+            quiet_since = None
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
@@ -124,14 +168,19 @@ class KernelSession:
                     on_stream(content["name"], content["text"])
             elif kind == "status" and content["execution_state"] == "idle":
                 ex.idle = True
-        while ex.reply is None:
-            msg = _next(self.kc.get_shell_msg, deadline)
-            if msg is None:
-                return ex
-            if msg["parent_header"].get("msg_id") == msg_id:
-                ex.reply = msg
-        ex.elapsed = time.perf_counter() - started
+        # With the idle status lost: the time the reply was seen, not the grace after it.
+        ex.elapsed = (replied_at if ex.idle_lost else time.perf_counter()) - started
         return ex
+
+    def _reply_if_any(self, msg_id: str) -> dict | None:
+        """The reply to msg_id if it is waiting on the shell channel (others are dropped)."""
+        while True:
+            try:
+                msg = self.kc.get_shell_msg(timeout=0)
+            except queue.Empty:
+                return None
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return msg
 
     def execute(self, code: str, timeout: float, on_stream: StreamHandler | None = None) -> Execution:
         started = time.perf_counter()
@@ -174,23 +223,39 @@ def shutdown_all() -> None:
 
 
 # ------------------------------------------------------------- processes
-def find_processes(pattern: str) -> list[psutil.Process]:
-    """Processes (other than this one) whose command line contains pattern."""
+def find_processes(pattern: str, program: bool = False) -> list[psutil.Process]:
+    """Processes (other than this one) whose command line contains pattern.
+
+    program=True: only those whose command line ends with it, i.e. the
+    program itself and not a shell whose script mentions it (sshkernel runs
+    each cell as `bash -c 'CELL; footer'`).
+    """
     found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or ())
-        if pattern in cmdline and proc.pid != psutil.Process().pid:
+        hit = cmdline.rstrip().endswith(pattern) if program else pattern in cmdline
+        if hit and proc.pid != psutil.Process().pid:
             found.append(proc)
     return found
 
 
-def wait_for_process(pattern: str, timeout: float) -> bool:
+def wait_for_process(pattern: str, timeout: float, program: bool = False) -> bool:
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
-        if find_processes(pattern):
+        if find_processes(pattern, program):
             return True
         time.sleep(0.02)
     return False
+
+
+def process_names(procs: list[psutil.Process]) -> list[str]:
+    names = []
+    for proc in procs:
+        try:
+            names.append(proc.name())
+        except psutil.Error:
+            names.append("?")
+    return names
 
 
 def survivors(pattern: str, grace: float) -> list[psutil.Process]:

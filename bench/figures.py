@@ -1,8 +1,9 @@
-"""The five measurements. Each takes a kernel profile and settings and
+"""The measurements. Each takes a kernel profile and settings and
 returns a JSON-able dict; a failure raises and is recorded by the caller."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import statistics
 import sys
@@ -10,8 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import psutil
+
 from client import (KernelSession, RssSampler, find_processes, ignores_sigint,
-                    kill_processes, survivors, wait_for_process)
+                    kill_processes, process_names, survivors, wait_for_process)
 from kernels import KernelProfile
 
 MB = 1_000_000
@@ -31,6 +34,9 @@ class Settings:
     cell_timeout: float = 10.0  # for trivial cells
     rss_interval: float = 0.05
     interrupt_delay: float = 0.5
+    connection_cells: int = 50
+    #: How long processes on the SSH host may take to go after a shutdown.
+    host_cleanup_wait: float = 8.0
 
     @classmethod
     def quick(cls) -> "Settings":
@@ -55,18 +61,38 @@ def _expect_ok(ex, what: str) -> None:
 
 
 # ------------------------------------------------------------ 1. round trip
-def trivial_round_trip(session: KernelSession, profile: KernelProfile, settings: Settings) -> dict:
+def trivial_round_trip(session: KernelSession, profile: KernelProfile, settings: Settings,
+                       twin: KernelSession | None = None) -> dict:
+    """Round trips of a cell that does nothing.
+
+    With `twin` (the local shell_kernel, for an SSH kernel) the two kernels
+    take turns, cell by cell, so both see the same load on the machine and
+    the difference between them is not skewed by whatever else runs.
+    """
     code = profile.snippets.trivial
+    runs = min(settings.trivial_runs, profile.trivial_runs or settings.trivial_runs)
+    kernels = [session] if twin is None else [session, twin]
     for _ in range(settings.trivial_warmup):
-        _expect_ok(session.execute(code, settings.cell_timeout), "warm-up cell")
-    samples = []
-    for _ in range(settings.trivial_runs):
-        ex = session.execute(code, settings.cell_timeout)
-        _expect_ok(ex, "trivial cell")
-        samples.append(ex.elapsed * 1000)
-    return {"code": code, "runs": len(samples),
-            "median_ms": statistics.median(samples), "p90_ms": percentile(samples, 0.9),
-            "min_ms": min(samples), "samples_ms": [round(s, 4) for s in samples]}
+        for kernel in kernels:
+            _expect_ok(kernel.execute(code, settings.cell_timeout), "warm-up cell")
+    samples: dict[KernelSession, list[float]] = {kernel: [] for kernel in kernels}
+    for i in range(runs):
+        for kernel in (kernels if i % 2 == 0 else kernels[::-1]):
+            ex = kernel.execute(code, settings.cell_timeout)
+            _expect_ok(ex, "trivial cell")
+            samples[kernel].append(ex.elapsed * 1000)
+    result = _round_trips(samples[session])
+    result["code"] = code
+    if twin is not None:
+        result["twin"] = {"kernel": profile.local_twin, "kernelspec": twin.kernelspec,
+                          **_round_trips(samples[twin])}
+    return result
+
+
+def _round_trips(samples: list[float]) -> dict:
+    return {"runs": len(samples), "median_ms": statistics.median(samples),
+            "p90_ms": percentile(samples, 0.9), "min_ms": min(samples),
+            "samples_ms": [round(s, 4) for s in samples]}
 
 
 # ------------------------------------------------------------ 2. throughput
@@ -102,9 +128,13 @@ def throughput(session: KernelSession, profile: KernelProfile, settings: Setting
         result["complete"] = f"TIMEOUT after {profile.throughput_timeout:g} s"
         result["recovery"] = session.abandon(ex.msg_id, profile.interrupt_cap)
         return result
+    received = "".join(stdout)
+    if profile.stdout_preamble:
+        received, removed = re.subn("^" + profile.stdout_preamble, "", received, count=1)
+        result["preamble_removed"] = bool(removed)
     result.update(seconds=ex.elapsed, mb_per_s=ex.stream_bytes / MB / ex.elapsed,
-                  status=ex.status,
-                  complete=completeness("".join(stdout), expected_count_lines(lines)))
+                  status=ex.status, idle_lost=ex.idle_lost,
+                  complete=completeness(received, expected_count_lines(lines)))
     return result
 
 
@@ -128,11 +158,14 @@ def _interrupt_one(session: KernelSession, profile: KernelProfile, settings: Set
     result = {"case": case, "code": code}
     msg_id = session.submit(code)
     if pattern is not None:
-        if not wait_for_process(pattern, timeout=10):
+        if not wait_for_process(pattern, timeout=10, program=True):
             raise FigureError(f"{case}: the process did not start")
-        # A process that ignores SIGINT can only be stopped by escalation.
-        result["sigint_ignored"] = any(ignores_sigint(p) for p in find_processes(pattern))
     time.sleep(settings.interrupt_delay)
+    if pattern is not None:
+        # A process that ignores SIGINT can only be stopped by escalation.
+        # (Read after the delay: a program sets its handlers after it starts.)
+        result["sigint_ignored"] = any(ignores_sigint(p)
+                                       for p in find_processes(pattern, program=True))
     interrupted_at = time.perf_counter()
     session.km.interrupt_kernel()
     ex = session.collect(msg_id, interrupted_at, interrupted_at + profile.interrupt_cap)
@@ -143,10 +176,12 @@ def _interrupt_one(session: KernelSession, profile: KernelProfile, settings: Set
     left = survivors(pattern, grace=1.0) if pattern else []
     if not ex.finished:
         result["survivors_at_cap"] = None if pattern is None else len(left)
+        result["survivor_names_at_cap"] = process_names(left)
         session.restart()
         result["restarted"] = True
         left = survivors(pattern, grace=1.0) if pattern else []
     result["survivors"] = None if pattern is None else len(left)
+    result["survivor_names"] = process_names(left)
     kill_processes(left)
     result["works_after"] = session.works(profile.snippets.trivial)
     return result
@@ -167,17 +202,25 @@ def interrupts(session: KernelSession, profile: KernelProfile, settings: Setting
 
 # --------------------------------------------------------------- 4. start
 def start_to_ready(new_session: Callable[[], KernelSession], settings: Settings) -> dict:
-    """Start times, and as a by-product the time shutdown_kernel() takes."""
-    samples, shutdowns, statuses = [], [], []
+    """Start times (to ready, plus the setup cell if the kernel has one), and
+    as a by-product the time shutdown_kernel() takes."""
+    samples, ready, setups, shutdowns, statuses = [], [], [], [], []
     for _ in range(settings.starts):
         session = new_session()
         try:
-            samples.append(session.start())
+            ready.append(session.start())
+            setups.append(session.setup_s)
+            samples.append(ready[-1] + (session.setup_s or 0.0))
         finally:
             started = time.perf_counter()
             statuses.append(session.shutdown())
             shutdowns.append(time.perf_counter() - started)
-    return {"starts": len(samples), "median_s": statistics.median(samples),
+    setup = None
+    if any(s is not None for s in setups):
+        setup = {"code": session.setup, "median_s": statistics.median(setups),
+                 "samples_s": setups, "ready_median_s": statistics.median(ready),
+                 "ready_samples_s": ready}
+    return {"starts": len(samples), "median_s": statistics.median(samples), "setup": setup,
             "min_s": min(samples), "max_s": max(samples), "samples_s": samples,
             "shutdown_median_s": statistics.median(shutdowns), "shutdown_max_s": max(shutdowns),
             "shutdown_samples_s": shutdowns, "exit_statuses": statuses}
@@ -211,5 +254,99 @@ def memory(session: KernelSession, profile: KernelProfile, settings: Settings) -
         return result
     result["seconds"] = ex.elapsed
     result["status"] = ex.status
+    result["idle_lost"] = ex.idle_lost
     result["reply_metadata"] = ex.reply.get("metadata", {}).get("shell_kernel")
     return result
+
+
+# ---------------------------------------------------------- 6. connections
+def _tcp_to(pids: set[int], port: int) -> int:
+    """ESTABLISHED TCP connections from these processes to 127.0.0.1:port."""
+    count = 0
+    for pid in pids:
+        try:
+            conns = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        count += sum(1 for c in conns if c.raddr and c.raddr.port == port
+                     and c.status == psutil.CONN_ESTABLISHED)
+    return count
+
+
+def _tree(pid: int) -> set[int]:
+    try:
+        proc = psutil.Process(pid)
+        return {pid, *(child.pid for child in proc.children(recursive=True))}
+    except psutil.Error:
+        return set()
+
+
+def _host_processes(server, exclude: set[int], wait: float) -> list[psutil.Process]:
+    """Processes below the sshd listener (sessions, shells, whatever they
+    left: the test server is a child subreaper, so orphans stay below it),
+    once none are left or `wait` seconds have passed."""
+    deadline = time.perf_counter() + wait
+    while True:
+        try:
+            found = [p for p in psutil.Process(server.pid).children(recursive=True)
+                     if p.pid not in exclude]
+        except psutil.Error:
+            return []
+        if not found or time.perf_counter() >= deadline:
+            return found
+        time.sleep(0.1)
+
+
+def connections(new_session: Callable[[], KernelSession], profile: KernelProfile,
+                settings: Settings, ssh) -> dict:
+    """A fresh kernel runs `connection_cells` cells (output, a cd, a failing
+    cell, an interrupted sleep); the TCP connections from the kernel to sshd,
+    sshd's per-connection processes and its logins are counted after every
+    cell, and what is left on the host after shutdown_kernel().
+    `ssh` is the run's sshenv.SSHEnvironment."""
+    server = ssh.server
+    # Earlier kernels' processes may take a few seconds to go; wait for them.
+    earlier = {p.pid for p in _host_processes(server, set(), settings.host_cleanup_wait)}
+    baseline = set(server.session_pids())
+    logins_before = ssh.logins()
+    tcp, sessions, logged_in = [], [], []
+    failures: list[str] = []
+    session = new_session()
+    try:
+        session.start()
+        kernel = session.pid
+        interrupt_at = settings.connection_cells // 2
+        for i in range(1, settings.connection_cells + 1):
+            if i == interrupt_at:
+                seconds = f"1000.{secrets.randbelow(10**6):06d}"
+                msg_id = session.submit(f"sleep {seconds}")
+                if not wait_for_process(f"sleep {seconds}", timeout=10, program=True):
+                    failures.append(f"cell {i}: the sleep did not start")
+                time.sleep(0.2)
+                now = time.perf_counter()
+                session.km.interrupt_kernel()
+                ex = session.collect(msg_id, now, now + profile.interrupt_cap)
+                expect_error = True
+            else:
+                code = {10: "cd /tmp", 40: "false"}.get(i, f"echo cell {i}")
+                ex = session.execute(code, settings.cell_timeout)
+                expect_error = code == "false"
+            if not ex.finished or (ex.status == "error") != expect_error:
+                failures.append(f"cell {i}: {ex.status if ex.finished else 'no reply'}")
+            tcp.append(_tcp_to(_tree(kernel), server.port))
+            sessions.append(len(set(server.session_pids()) - baseline))
+            logged_in.append(len(set(server.session_pids(authenticated=True)) - baseline))
+        logins = ssh.logins() - logins_before
+    finally:
+        session.shutdown()
+    # Everything the kernel opened should be gone once it has shut down.
+    left_procs = _host_processes(server, earlier, settings.host_cleanup_wait)
+    left = len(set(server.session_pids()) - baseline)
+    return {"host_processes_left": process_names(left_procs),
+            "host_cleanup_wait_s": settings.host_cleanup_wait, "earlier_processes": len(earlier),
+            "cells": settings.connection_cells, "tcp_after": tcp[-1], "tcp_max": max(tcp),
+            "tcp_min": min(tcp), "sessions_after": sessions[-1], "sessions_max": max(sessions),
+            "logged_in_after": logged_in[-1], "logins": logins,
+            "sessions_after_shutdown": left, "cell_failures": failures,
+            "ok": tcp[-1] == 1 and max(tcp) == 1 and sessions[-1] == 1 and max(sessions) == 1
+            and logins == 1}

@@ -3,11 +3,11 @@ and the per-kernel sizes, limits and notes.
 
 To add a kernel, add a KernelProfile to KERNELS (and, for a new language,
 a Snippets entry to SNIPPETS). Nothing else in the benchmark names kernels.
-An SSH variant would be one more line, e.g.
-    KernelProfile(name="shell-ssh-test", label="shell_kernel over SSH",
-                  kernelspec="shell-ssh-test", language="bash")
-(the interrupt figure finds the cell's processes with psutil, so it needs
-them on this machine, as with a test sshd on localhost).
+
+The SSH kernels (ssh=True) reach a throw-away sshd on 127.0.0.1 that
+bench/sshenv.py starts for the run, with kernelspecs in a private prefix:
+the "remote" processes run on this machine, so the interrupt figure finds
+them with psutil as it does for the local kernels.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+import sshenv
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,22 @@ class KernelProfile:
     #: Hand-written remarks shown under the tables.
     notes: tuple[str, ...] = ()
     ensure_installed: Callable[[], None] | None = None
+    #: Needs the benchmark's sshd and private kernelspecs (bench/sshenv.py).
+    ssh: bool = False
+    #: A cell run after every start before the kernel counts as usable
+    #: (sshkernel connects only in its `%login` cell); part of the start figure.
+    setup_code: str | None = None
+    #: A regular expression for text the kernel prints before every cell's own
+    #: output; removed from the start of stdout before the completeness check.
+    stdout_preamble: str | None = None
+    #: Round trips of fewer cells (the default is Settings.trivial_runs).
+    trivial_runs: int | None = None
+    #: The local kernel this one is the SSH form of: the round-trip table
+    #: gives the difference to it, against a budget of `ssh_budget_ms`.
+    local_twin: str | None = None
+    ssh_budget_ms: float = 5.0
+    #: Count TCP connections and sshd sessions after 50 cells (figure 6).
+    connection_check: bool = False
 
     @property
     def snippets(self) -> Snippets:
@@ -125,6 +143,27 @@ KERNELS: dict[str, KernelProfile] = {
                 "bash", [sys.executable, "-m", "bash_kernel.install", "--sys-prefix"]),
         ),
         KernelProfile(name="python3", label="ipykernel", kernelspec="python3", language="python"),
+        KernelProfile(
+            name="shell-ssh", label="shell_kernel over SSH", kernelspec=sshenv.SHELL_SSH_SPEC,
+            language="bash", ssh=True, local_twin="shell", connection_check=True,
+        ),
+        KernelProfile(
+            name="sshkernel", label="sshkernel", kernelspec=sshenv.SSHKERNEL_SPEC,
+            language="bash", ssh=True, local_twin="shell",
+            setup_code=sshenv.SSHKERNEL_LOGIN,
+            # Every cell starts with "[ssh] host = benchhost, cwd = /root".
+            stdout_preamble=r"\[ssh\] host = [^\n]*, cwd = [^\n]*\n",
+            trivial_runs=100,
+            throughput_lines=200_000, throughput_timeout=180.0,
+            flood_lines=10_000, flood_timeout=120.0,
+            notes=("sshkernel: throughput uses `seq 1 200000` (not 2000000), the memory figure "
+                   "10,000 lines (1 MB, not 100 MB) and the round trip 100 cells (not 200): "
+                   "every cell is a new `bash -c` on a new SSH channel and every output line "
+                   "its own stream message. Its connection is opened by the `%login benchhost` "
+                   "cell, which the start figure includes. Every cell's stdout begins with "
+                   "`[ssh] host = benchhost, cwd = …`; that line is removed before the "
+                   "completeness check.",),
+        ),
     )
 }
 

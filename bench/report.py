@@ -62,26 +62,46 @@ def _failed(fig: dict | None, width: int) -> list[str] | None:
 
 
 # --------------------------------------------------------------- figures
-def _trivial_rows(label: str, fig: dict | None, base: dict | None) -> list[list[str]]:
-    failed = _failed(fig, 5)
+def _over_local(fig: dict, twin: dict | None, budget_ms: float | None) -> str:
+    """An SSH kernel's round trip against the local shell_kernel's."""
+    if budget_ms is None:
+        return DASH
+    interleaved = fig.get("twin")
+    twin = interleaved or twin
+    if not twin or "median_ms" not in twin:
+        return "local shell_kernel not measured"
+    extra = fig["median_ms"] - twin["median_ms"]
+    verdict = "met" if extra <= budget_ms else "MISSED"
+    local = (f"local {_ms(twin['median_ms'])} in turns with it" if interleaved
+             else "vs the local row")
+    return (f"{extra:+.2f} ms ({_ratio(fig['median_ms'], twin['median_ms'])}, {local}); "
+            f"target ≤ +{budget_ms:g} ms: {verdict}")
+
+
+def _trivial_rows(label: str, fig: dict | None, base: dict | None, twin: dict | None = None,
+                  profile=None) -> list[list[str]]:
+    failed = _failed(fig, 6)
     if failed:
         return [[label] + failed]
     base_median = base.get("median_ms") if base else None
+    budget = profile.ssh_budget_ms if profile is not None and profile.local_twin else None
     return [[label, _code(fig["code"]), _ms(fig["median_ms"]), _ms(fig["p90_ms"]),
-             str(fig["runs"]), _ratio(fig["median_ms"], base_median)]]
+             str(fig["runs"]), _ratio(fig["median_ms"], base_median),
+             _over_local(fig, twin, budget)]]
 
 
-def _throughput_rows(label: str, fig: dict | None, base: dict | None) -> list[list[str]]:
+def _throughput_rows(label: str, fig: dict | None, base: dict | None, *_) -> list[list[str]]:
     failed = _failed(fig, 7)
     if failed:
         return [[label] + failed]
     return [[label, _code(fig["code"]), f"{fig['bytes']:,}", _s(fig.get("seconds")),
              f"{fig['mb_per_s']:.2f}" if "mb_per_s" in fig else DASH,
              _ratio(fig.get("mb_per_s"), base.get("mb_per_s") if base else None),
-             f"{fig['stream_messages']:,}", fig["complete"]]]
+             f"{fig['stream_messages']:,}",
+             fig["complete"] + ("; idle status lost too" if fig.get("idle_lost") else "")]]
 
 
-def _interrupt_rows(label: str, fig: dict | None, base: dict | None) -> list[list[str]]:
+def _interrupt_rows(label: str, fig: dict | None, base: dict | None, *_) -> list[list[str]]:
     failed = _failed(fig, 7)
     if failed:
         return [[label] + failed]
@@ -93,9 +113,11 @@ def _interrupt_rows(label: str, fig: dict | None, base: dict | None) -> list[lis
             continue
         reply = (_s(case["reply_s"]) if case["reply_s"] is not None
                  else f"no reply in {fig['cap_s']:g} s" + (" (kernel restarted)" if case.get("restarted") else ""))
-        survivors = DASH + " (in-process)" if case["survivors"] is None else str(case["survivors"])
+        survivors = DASH + " (in-process)" if case["survivors"] is None else _count(
+            case["survivors"], case.get("survivor_names"))
         if case.get("restarted"):
-            survivors = f"{case['survivors_at_cap']} at {fig['cap_s']:g} s, {survivors} after restart"
+            survivors = (f"{_count(case['survivors_at_cap'], case.get('survivor_names_at_cap'))} "
+                         f"at {fig['cap_s']:g} s, {survivors} after restart")
         status = case["reply_status"] or DASH
         exit_code = (case.get("reply_metadata") or {}).get("exit_code")
         if exit_code is not None:
@@ -106,18 +128,26 @@ def _interrupt_rows(label: str, fig: dict | None, base: dict | None) -> list[lis
     return rows
 
 
-def _start_rows(label: str, fig: dict | None, base: dict | None) -> list[list[str]]:
-    failed = _failed(fig, 7)
+def _count(count: int, names: list[str] | None) -> str:
+    """A survivor count with the processes' names, e.g. "2 (bash, sleep)"."""
+    return f"{count} ({', '.join(sorted(names))})" if count and names else str(count)
+
+
+def _start_rows(label: str, fig: dict | None, base: dict | None, *_) -> list[list[str]]:
+    failed = _failed(fig, 8)
     if failed:
         return [[label] + failed]
     killed = sum(1 for status in fig["exit_statuses"] if status is not None and status < 0)
-    return [[label, _s(fig["median_s"]), _s(fig["min_s"]), _s(fig["max_s"]), str(fig["starts"]),
+    setup = fig.get("setup")
+    setup_cell = (f"{_s(setup['median_s'])} (`{setup['code']}`)" if setup else DASH)
+    return [[label, _s(fig["median_s"]), setup_cell, _s(fig["min_s"]), _s(fig["max_s"]),
+             str(fig["starts"]),
              _ratio(fig["median_s"], base.get("median_s") if base else None),
              f"{_s(fig['shutdown_median_s'])} / {_s(fig['shutdown_max_s'])}",
              f"{killed} of {fig['starts']}"]]
 
 
-def _memory_rows(label: str, fig: dict | None, base: dict | None) -> list[list[str]]:
+def _memory_rows(label: str, fig: dict | None, base: dict | None, *_) -> list[list[str]]:
     failed = _failed(fig, 7)
     if failed:
         return [[label] + failed]
@@ -131,37 +161,81 @@ def _memory_rows(label: str, fig: dict | None, base: dict | None) -> list[list[s
              _shorten(fig["stderr"].strip(), 120) or DASH]]
 
 
+def _connection_rows(label: str, fig: dict | None, base: dict | None, *_) -> list[list[str]]:
+    failed = _failed(fig, 7)
+    if failed:
+        return [[label] + failed]
+    tcp = str(fig["tcp_after"]) + ("" if fig["tcp_min"] == fig["tcp_max"]
+                                   else f" (between {fig['tcp_min']} and {fig['tcp_max']})")
+    sessions = str(fig["sessions_after"]) + (
+        "" if fig["sessions_max"] == fig["sessions_after"] else f" (at most {fig['sessions_max']})")
+    failures = fig["cell_failures"]
+    verdict = "yes" if fig["ok"] else "NO"
+    if failures:
+        verdict += f"; {len(failures)} cell(s) failed: " + _shorten("; ".join(failures), 120)
+    left = fig.get("host_processes_left")
+    left_text = DASH if left is None else _count(len(left), left)
+    return [[label, str(fig["cells"]), tcp, sessions, str(fig["logins"]),
+             str(fig["sessions_after_shutdown"]), left_text, verdict]]
+
+
 FIGURES = [
     ("trivial", "1. Trivial cell round trip",
-     ["kernel", "cell", "median", "p90", "runs", "median vs ipykernel"], _trivial_rows),
+     ["kernel", "cell", "median", "p90", "runs", "median vs ipykernel",
+      "SSH: median − local shell_kernel (ratio)"], _trivial_rows),
     ("throughput", "2. Output throughput",
      ["kernel", "cell", "bytes received", "time", "MB/s", "MB/s vs ipykernel", "stream messages",
       "output complete"], _throughput_rows),
     ("interrupt", "3. Interrupt",
      ["kernel", "case", "cell", "process ignores SIGINT", "reply after interrupt", "reply status",
       "survivors", "kernel works after"], _interrupt_rows),
-    ("start", "4. Start to ready",
-     ["kernel", "median", "min", "max", "starts", "median vs ipykernel",
+    ("start", "4. Start (and connect) to ready",
+     ["kernel", "median", "of which the setup cell", "min", "max", "starts",
+      "median vs ipykernel",
       "shutdown_kernel() median / max", "killed by a signal at shutdown"], _start_rows),
     ("memory", "5. Kernel memory while output floods",
      ["kernel", "cell", "produced / received", "time", "RSS before", "peak RSS", "peak − before",
       "stderr notice"], _memory_rows),
+    ("connections", "6. One connection per kernel (shell_kernel over SSH)",
+     ["kernel", "cells", "TCP connections kernel → sshd", "sshd sessions",
+      "logins (start + cells)", "sshd sessions left after shutdown",
+      "host processes left after shutdown", "one connection"],
+     _connection_rows),
 ]
 
+#: Figures measured only for some kernels: the others get no row.
+OPTIONAL = {"connections"}
 
-def render(results: dict, labels: dict[str, str], notes: list[str], baseline: str) -> str:
+
+def _load_text(meta: dict) -> str:
+    start, end = meta.get("load_start"), meta.get("load_end")
+    if not start or not end:
+        return ""
+    return (f" · load average (1 min) {start[0]:.2f} at the start, {end[0]:.2f} at the end "
+            f"on {meta['machine'].split(', ')[1].split(' (')[0]}")
+
+
+def render(results: dict, profiles: list, notes: list[str], baseline: str) -> str:
     meta = results["meta"]
     kernels = results["kernels"]
+    by_name = {p.name: p for p in profiles}
     base = kernels.get(baseline, {}).get("figures", {})
     parts = [BEGIN, "", "## Results", "",
              f"{meta['date']} · {meta['mode']} run · {meta['machine']} · Python {meta['python']} · "
              + ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
-             + f" · the whole run took {meta['total_s']:.0f} s.", ""]
+             + f" · the whole run took {meta['total_s']:.0f} s" + _load_text(meta) + ".", ""]
     for key, title, headers, rows_for in FIGURES:
         rows = []
         for name, entry in kernels.items():
-            rows += rows_for(labels.get(name, name), entry["figures"].get(key), base.get(key))
-        parts += [f"### {title}", "", table(headers, rows), ""]
+            profile = by_name.get(name)
+            if key in OPTIONAL and key not in entry["figures"]:
+                continue
+            twin = (kernels.get(profile.local_twin, {}).get("figures", {}).get(key)
+                    if profile is not None and profile.local_twin else None)
+            rows += rows_for(profile.label if profile else name, entry["figures"].get(key),
+                             base.get(key), twin, profile)
+        if rows:
+            parts += [f"### {title}", "", table(headers, rows), ""]
     if notes:
         parts += ["Notes:", ""] + [f"- {note}" for note in notes] + [""]
     parts.append(END)

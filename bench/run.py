@@ -1,9 +1,11 @@
 """Benchmark shell_kernel side by side with ipykernel and bash_kernel.
 
-    .venv/bin/python bench/run.py [--kernels shell,bash,python3] [--quick] [--out bench/README.md]
+    .venv/bin/python bench/run.py [--kernels shell,bash,python3,shell-ssh,sshkernel] [--quick]
+                                  [--out bench/README.md]
 
 Every kernel is driven through a real jupyter_client KernelManager, one
-kernel at a time. The tables go into the generated section of --out, the
+kernel at a time. The SSH kernels reach an sshd on 127.0.0.1 that the run
+starts and stops itself (bench/sshenv.py). The tables go into the generated section of --out, the
 raw numbers into bench/results/latest.json. See bench/README.md.
 """
 
@@ -15,6 +17,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +40,7 @@ ensure_psutil()
 
 import figures  # noqa: E402 - needs psutil
 import report  # noqa: E402
+import sshenv  # noqa: E402
 from client import KernelSession, shutdown_all  # noqa: E402
 from kernels import BASELINE, KERNELS, KernelProfile  # noqa: E402
 
@@ -59,7 +63,8 @@ def guarded(what: str, fn, *args) -> dict:
 
 def _summary(result: dict) -> str:
     keys = ("error", "median_ms", "p90_ms", "mb_per_s", "complete", "median_s",
-            "peak_rss_mb", "bytes_received", "timeout")
+            "peak_rss_mb", "bytes_received", "timeout", "ok", "tcp_after", "sessions_after",
+            "logins", "sessions_after_shutdown", "cell_failures")
     short = {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items() if k in keys}
     if "cases" in result:
         short["cases"] = [{k: c.get(k) for k in ("case", "reply_s", "survivors", "works_after", "error")}
@@ -74,20 +79,53 @@ SESSION_FIGURES = {
     "throughput": figures.throughput,
     "interrupt": figures.interrupts,
 }
-FIGURE_KEYS = [*SESSION_FIGURES, "start"]
 
 
-def bench_kernel(profile: KernelProfile, settings: figures.Settings, cwd: str, kernel_log) -> dict:
+def figure_keys(profile: KernelProfile) -> list[str]:
+    return [*SESSION_FIGURES, "start"] + (["connections"] if profile.connection_check else [])
+
+
+def bench_kernel(profile: KernelProfile, settings: figures.Settings, cwd: str, kernel_log,
+                 ssh: "sshenv.SSHEnvironment | str | None") -> dict:
+    """`ssh`: the run's SSH environment, or why it could not be set up."""
     log(f"{profile.label} (kernelspec {profile.kernelspec})")
     results: dict = {}
+
+    def unavailable(why: str) -> dict:
+        log(f"  skipped: {why}")
+        return {key: {"error": why} for key in figure_keys(profile)}
+
+    if profile.ssh:
+        if not isinstance(ssh, sshenv.SSHEnvironment):
+            return unavailable(f"no SSH server: {ssh}")
+        if profile.kernelspec in ssh.unavailable:
+            return unavailable(f"kernelspec not available: {ssh.unavailable[profile.kernelspec]}")
     if profile.ensure_installed is not None:
         try:
             profile.ensure_installed()
         except Exception as err:  # noqa: BLE001
-            return {key: {"error": f"kernelspec not available: {err}"} for key in FIGURE_KEYS}
+            return unavailable(f"kernelspec not available: {err}")
+    env = ssh.kernel_env(profile.kernelspec) if profile.ssh else None
 
     def new_session() -> KernelSession:
-        return KernelSession(profile.kernelspec, cwd, kernel_log)
+        return KernelSession(profile.kernelspec, cwd, kernel_log, env=env,
+                             setup=profile.setup_code)
+
+    def trivial(session: KernelSession, profile: KernelProfile, settings) -> dict:
+        if profile.local_twin is None:
+            return figures.trivial_round_trip(session, profile, settings)
+        # An SSH kernel takes turns with a local twin (see trivial_round_trip).
+        twin = KernelSession(KERNELS[profile.local_twin].kernelspec, cwd, kernel_log)
+        try:
+            try:
+                twin.start()
+            except Exception as err:  # noqa: BLE001 - then the table compares with the local row
+                log(f"  the local {profile.local_twin} kernel did not start ({err}); "
+                    "measuring without it")
+                return figures.trivial_round_trip(session, profile, settings)
+            return figures.trivial_round_trip(session, profile, settings, twin)
+        finally:
+            twin.shutdown()
 
     session = new_session()
     try:
@@ -96,7 +134,8 @@ def bench_kernel(profile: KernelProfile, settings: figures.Settings, cwd: str, k
             if not session.is_alive():
                 log("  the kernel died; restarting it")
                 session.restart()
-            results[key] = guarded(key, fn, session, profile, settings)
+            results[key] = guarded(key, trivial if key == "trivial" else fn,
+                                   session, profile, settings)
     except Exception as err:  # noqa: BLE001 - e.g. the kernel never became ready
         traceback.print_exc()
         for key in SESSION_FIGURES:
@@ -104,6 +143,9 @@ def bench_kernel(profile: KernelProfile, settings: figures.Settings, cwd: str, k
     finally:
         session.shutdown()
     results["start"] = guarded("start", figures.start_to_ready, new_session, settings)
+    if profile.connection_check:
+        results["connections"] = guarded("connections", figures.connections, new_session,
+                                         profile, settings, ssh)
     return results
 
 
@@ -132,9 +174,47 @@ def meta(quick: bool) -> dict:
         "mode": "quick" if quick else "full",
         "machine": _machine(),
         "python": platform.python_version(),
+        "load_start": _load(),
         "versions": {dist: _version(dist) for dist in
-                     ("shell_kernel", "ipykernel", "bash_kernel", "jupyter_client", "pyzmq")},
+                     ("shell_kernel", "ipykernel", "bash_kernel", "sshkernel", "paramiko",
+                      "jupyter_client", "pyzmq")} | {"OpenSSH": _openssh()},
     }
+
+
+def _load() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (other work on the machine skews the figures)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _openssh() -> str:
+    try:
+        done = subprocess.run(["ssh", "-V"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "not installed"
+    words = (done.stderr or done.stdout).split()
+    return words[0].split("_", 1)[-1].rstrip(",") if words else "unknown"
+
+
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def start_ssh(want_sshkernel: bool) -> "sshenv.SSHEnvironment | str":
+    """The SSH environment, or why it could not be started."""
+    log("starting sshd on 127.0.0.1 and installing the SSH kernelspecs")
+    env = sshenv.SSHEnvironment(want_sshkernel=want_sshkernel)
+    try:
+        env.start()
+    except Exception as err:  # noqa: BLE001 - the SSH kernels report it, the others run
+        traceback.print_exc()
+        env.stop()
+        return f"{type(err).__name__}: {err}"
+    log(f"  sshd pid {env.server.pid} on port {env.server.port}"
+        + "".join(f"; {spec} unavailable: {why}" for spec, why in env.unavailable.items()))
+    return env
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -160,26 +240,40 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = figures.Settings.quick() if args.quick else figures.Settings()
     profiles = [KERNELS[name] for name in args.kernels]
-    results = {"meta": meta(args.quick), "settings": vars(settings), "kernels": {}}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     log_path = args.json.parent / "kernels.log"
     started = time.perf_counter()
+    # SIGTERM ends the run like Ctrl-C: through the finally blocks below, so
+    # kernels, sshd and temporary files are cleaned up.
+    signal.signal(signal.SIGTERM, _terminate)
+    ssh: sshenv.SSHEnvironment | str | None = None
     try:
+        if any(profile.ssh for profile in profiles):
+            ssh = start_ssh(want_sshkernel=any(p.kernelspec == sshenv.SSHKERNEL_SPEC
+                                               for p in profiles))
+        results = {"meta": meta(args.quick), "settings": vars(settings), "kernels": {}}
         # The kernels run in a scratch directory (shell_kernel saves output
         # past its limit there) and log to results/kernels.log.
         with tempfile.TemporaryDirectory(prefix="shell-kernel-bench-") as cwd, \
                 open(log_path, "w") as kernel_log:
-            for profile in profiles:
-                results["kernels"][profile.name] = {
-                    "kernelspec": profile.kernelspec, "label": profile.label,
-                    "figures": bench_kernel(profile, settings, cwd, kernel_log)}
+            try:
+                for profile in profiles:
+                    results["kernels"][profile.name] = {
+                        "kernelspec": profile.kernelspec, "label": profile.label,
+                        "figures": bench_kernel(profile, settings, cwd, kernel_log, ssh)}
+            finally:
+                shutdown_all()
     finally:
         shutdown_all()
+        if isinstance(ssh, sshenv.SSHEnvironment):
+            log("stopping sshd")
+            ssh.stop()
     results["meta"]["total_s"] = time.perf_counter() - started
+    results["meta"]["load_end"] = _load()
 
     args.json.write_text(json.dumps(results, indent=1))
     notes = [note for profile in profiles for note in profile.notes]
-    section = report.render(results, {p.name: p.label for p in profiles}, notes, BASELINE)
+    section = report.render(results, profiles, notes, BASELINE)
     report.write_section(args.out, section)
     print(section)
     log(f"wrote {args.out} and {args.json} in {results['meta']['total_s']:.0f} s")

@@ -16,6 +16,8 @@ class KernelConfig:
     ssh: str | None = None  # [USER@]HOST[:PORT]; None: the local backend
     ssh_config: str | None = None  # like `ssh -F`
     accept_new_host_key: bool = False
+    ephemeral: bool = False  # SSH: the shell ends with its connection
+    remote_idle_timeout: float = 3600.0  # SSH durable: reap a session left alone this long
     clean: bool = False
     bash: str = "bash"
     interrupt_grace: float = 1.0
@@ -38,7 +40,9 @@ class KernelConfig:
             # Resolved at every (re)connection: the ssh config may have changed.
             return SSHBackend(resolve(self.ssh, self.ssh_config), clean=self.clean,
                               accept_new_host_key=self.accept_new_host_key, bash=self.bash,
-                              resolve_jump=lambda alias: resolve(alias, self.ssh_config))
+                              resolve_jump=lambda alias: resolve(alias, self.ssh_config),
+                              durable=not self.ephemeral,
+                              idle_timeout=self.remote_idle_timeout)
         return ssh_backend
 
     def session_options(self) -> Options:
@@ -47,7 +51,7 @@ class KernelConfig:
             output_limit=int(self.output_limit_mb * 1_000_000),
             spill_dir=Path(self.spill_dir).expanduser().absolute(),
             start_timeout=self.start_timeout,
-            snapshot_exports=self.ssh is not None,
+            snapshot_exports=self.ssh is not None and self.ephemeral,
         )
 
     def to_argv(self) -> list[str]:
@@ -60,9 +64,11 @@ class KernelConfig:
             argv += ["--ssh-config", self.ssh_config]
         if self.accept_new_host_key:
             argv.append("--accept-new-host-key")
+        if self.ephemeral:
+            argv.append("--ephemeral")
         if self.clean:
             argv.append("--clean")
-        for name in ("bash", "interrupt_grace", "output_limit_mb", "spill_dir", "start_timeout"):
+        for name in ("remote_idle_timeout", "bash", "interrupt_grace", "output_limit_mb", "spill_dir", "start_timeout"):
             value = getattr(self, name)
             if value != getattr(default, name):
                 argv += ["--" + name.replace("_", "-"), str(value)]
@@ -89,6 +95,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     remote.add_argument("--accept-new-host-key", action="store_true",
                         help="record the host key in known_hosts on first connection when it is "
                              "unknown (never when it changed), like StrictHostKeyChecking=accept-new")
+    remote.add_argument("--ephemeral", action="store_true",
+                        help="end the remote shell with its connection (default: the shell and its "
+                             "running cell survive a dropped connection and the kernel reattaches)")
+    remote.add_argument("--remote-idle-timeout", type=_positive, default=3600.0, metavar="S",
+                        help="stop a remote session whose kernel has been gone this long "
+                             "(default: 3600)")
     group = parser.add_argument_group("shell options")
     group.add_argument("--clean", action="store_true",
                        help="start bash without profile or bashrc (bash --noprofile --norc)")
@@ -122,10 +134,11 @@ def _existing_file(text: str) -> str:
 
 
 def config_from_args(args: argparse.Namespace) -> KernelConfig:
-    if (args.ssh_config or args.accept_new_host_key) and not args.ssh:
-        raise ValueError("--ssh-config and --accept-new-host-key need --ssh HOST")
+    if (args.ssh_config or args.accept_new_host_key or args.ephemeral) and not args.ssh:
+        raise ValueError("--ssh-config, --accept-new-host-key and --ephemeral need --ssh HOST")
     return KernelConfig(
         ssh=args.ssh, ssh_config=args.ssh_config, accept_new_host_key=args.accept_new_host_key,
+        ephemeral=args.ephemeral, remote_idle_timeout=args.remote_idle_timeout,
         clean=args.clean, bash=args.bash, interrupt_grace=args.interrupt_grace,
         output_limit_mb=args.output_limit_mb, spill_dir=args.spill_dir,
         start_timeout=args.start_timeout,

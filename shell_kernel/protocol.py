@@ -26,10 +26,13 @@ MAX_PAYLOAD = 256 << 20
 STREAMS = ("stdout", "stderr")
 
 
-def session_script(token: str, snapshot_exports: bool = False) -> bytes:
+def session_script(token: str, snapshot_exports: bool = False,
+                   state_dir: str | None = None) -> bytes:
     """The bash code that turns a fresh interactive bash into a session."""
     body = resources.files("shell_kernel.shell").joinpath("session.bash").read_bytes()
     settings = b"__shell_kernel_token=" + token.encode() + b"\n"
+    if state_dir:
+        settings += b"__shell_kernel_dir=" + ansi_c_quote(state_dir.encode()) + b"\n"
     if snapshot_exports:
         settings += b"__shell_kernel_snapshot=1\n"
     return settings + body

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import protocol
-from .backends import Backend, BackendError, ShellExit
+from .backends import Backend, BackendError, SessionGone, ShellExit
 from .output import Coalescer, DisplaySink, OutputLimit, Sink, StreamDecoder
 
 log = logging.getLogger("shell_kernel.session")
@@ -41,6 +41,8 @@ class Options:
     #: Keep a copy of the exported variables after every cell, so that a
     #: shell lost with its connection can be followed by one that has them.
     snapshot_exports: bool = False
+    #: How long to keep trying to reattach a durable session after a drop.
+    reattach_timeout: float = 120.0
 
 
 @dataclass
@@ -146,7 +148,8 @@ class ShellSession:
                 lambda stream, data: self._on_output(generation, stream, data),
                 lambda ended: self._push(("exit", generation, ended)),
             )
-            script = protocol.session_script(token, self.options.snapshot_exports)
+            script = protocol.session_script(token, self.options.snapshot_exports,
+                                             backend.preset_state_dir)
             if restore is not None:
                 script += protocol.restore_script(*restore)
             backend.send(b"builtin eval -- " + protocol.ansi_c_quote(script) + b"\n")
@@ -223,6 +226,8 @@ class ShellSession:
             what = f"The shell running this cell ended ({lost.reason})."
         if self._closing:
             message = what
+        elif lost.connection_lost and self._backend.can_reattach:
+            message = f"{what} The next cell tries again to reconnect to the same shell."
         elif lost.connection_lost:
             message = (f"{what} The next cell reconnects and starts a new shell in the same "
                        "working directory with the same exported variables.")
@@ -238,6 +243,14 @@ class ShellSession:
         """Replace a shell that ended; say, for the user, what was lost."""
         lost = self._lost or ShellExit("it was not running")
         old_backend, old_info = self._backend, self._info
+        if lost.connection_lost and old_backend is not None and old_backend.can_reattach:
+            notes: list[str] = []
+            try:
+                self._reattach(notes.append)
+                return "Reconnected to the same shell after the connection was lost; nothing was lost."
+            except SessionGone as err:
+                lost = ShellExit(f"the remote session is gone: {err}")
+            self._lost = lost
         if old_backend is not None:
             if not lost.connection_lost:
                 self._reap_all(old_backend, old_info)
@@ -257,6 +270,49 @@ class ShellSession:
                 f"a new shell: its working directory{where} and exported variables were "
                 "restored; plain variables, functions, aliases, shell options and background "
                 "jobs are gone.")
+
+    # ------------------------------------------------------------- reattach
+    def _reattach(self, notice: Callable[[str], None]) -> None:
+        """Reconnect to the same durable shell, retrying with backoff.
+
+        Raises SessionGone, or SessionError once options.reattach_timeout is spent."""
+        backend = self._backend
+        deadline = time.monotonic() + self.options.reattach_timeout
+        delay, attempt = 0.5, 0
+        while True:
+            attempt += 1
+            notice(f"[shell_kernel] Connection lost; reconnecting to the same shell "
+                   f"(attempt {attempt})...\n")
+            try:
+                backend.reattach()
+            except SessionGone:
+                raise
+            except BackendError as err:
+                if time.monotonic() + delay > deadline:
+                    raise SessionError(f"Could not reconnect within "
+                                       f"{self.options.reattach_timeout:g} s ({err}).") from None
+                log.info("reattach attempt %d failed: %s", attempt, err)
+                time.sleep(delay)
+                delay = min(delay * 2, 15.0)
+                continue
+            self._alive = True
+            self._lost = None
+            notice("[shell_kernel] Reconnected: same shell, output resumes where it stopped.\n")
+            return
+
+    def _reattach_during_cell(self, cell: _Cell, ended: ShellExit) -> None:
+        generation = self._generation
+        notice = lambda text: self._push(("notice", generation, text))  # noqa: E731
+        try:
+            self._reattach(notice)
+        except SessionGone as err:
+            self._push(("lost", generation, ShellExit(
+                f"the remote session is gone ({err}): the host may have rebooted or the "
+                "session was reaped")))
+        except SessionError as err:
+            self._push(("lost", generation, ShellExit(
+                f"{ended.reason}. {err} The shell may still be running there; the next cell "
+                "tries again", connection_lost=True)))
 
     # --------------------------------------------------------------- queries
     def query(self, what: str, text: str, timeout: float = 10.0) -> str | None:
@@ -414,6 +470,12 @@ class ShellSession:
             return
         if kind == "data":
             self._handle_data(event[2], event[3])
+        elif kind == "notice":
+            self._coalescer.add("stderr", event[2])
+        elif kind == "lost":
+            cell = self._cell
+            if cell is not None and not cell.done.is_set():
+                self._finish_lost(cell, event[2])
         elif kind == "frame":
             self._handle_frame(event[2], event[3])
         else:
@@ -469,6 +531,13 @@ class ShellSession:
     def _handle_exit(self, ended: ShellExit) -> None:
         self._alive = False
         self._lost = ended
+        cell = self._cell
+        if (ended.connection_lost and self._backend.can_reattach and not self._closing
+                and self._ready.is_set() and cell is not None and not cell.done.is_set()):
+            # The shell and its cell carry on at the far end: get them back.
+            threading.Thread(target=self._reattach_during_cell, args=(cell, ended),
+                             name="shell-kernel-reattach", daemon=True).start()
+            return
         if not self._ready.is_set():
             said = self._startup_output.decode(errors="replace").strip()
             self._ready_fields["failed"] = f"bash {ended.reason}" + (f"; it said: {said}" if said else "")

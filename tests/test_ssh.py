@@ -139,9 +139,10 @@ def test_one_connection_per_kernel(server, ssh_kernel, tmp_path):
     assert len(server.session_pids()) == 1
 
 
-def test_connection_drop_ends_the_cell_and_the_next_cell_reconnects(server, ssh_kernel,
-                                                                    tmp_path):
-    kernel = ssh_kernel(server.write_ssh_config(tmp_path / "cfg"))
+def test_ephemeral_connection_drop_ends_the_cell_and_the_next_cell_reconnects(
+        server, ssh_kernel, tmp_path):
+    """--ephemeral: the shell ends with the connection; what can be restored is."""
+    kernel = ssh_kernel(server.write_ssh_config(tmp_path / "cfg"), flags=["--ephemeral"])
     kernel.ok("cd /tmp; export DROP_EXPORT='kept value'; DROP_PLAIN=yes; sleep 1000.41 &")
     old_state = Path(kernel.ok('builtin printf %s "$__shell_kernel_dir"'))
     msg_id = kernel.start("echo running; sleep 1000.42; echo never")
@@ -176,8 +177,8 @@ def test_no_remote_leftovers_after_shutdown(sshd, ssh_kernel):
     assert not state.exists()
 
 
-MINIMAL_TOOLS = ["bash", "sh", "ps", "awk", "cat", "mktemp", "rm", "mkdir", "sleep", "tr",
-                 "env", "ls", "id"]
+MINIMAL_TOOLS = ["bash", "sh", "ps", "awk", "cat", "mktemp", "mkfifo", "rm", "mkdir", "sleep",
+                 "tail", "head", "wc", "tr", "env", "ls", "id"]  # POSIX, and bash; no setsid
 
 
 def test_noisy_login_and_minimal_host_without_python(tmp_path, ssh_kernel):

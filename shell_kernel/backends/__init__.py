@@ -35,9 +35,18 @@ class BackendError(RuntimeError):
     """The backend could not do what was asked; the message is for the user."""
 
 
+class SessionGone(BackendError):
+    """A durable session could not be found again (host rebooted, session reaped)."""
+
+
 class Backend(abc.ABC):
     #: Shown to the user in banners and messages, e.g. "local" or "ssh alice@db1".
     description = "shell"
+    #: A durable backend's shell outlives its connection: after a
+    #: connection_lost exit, reattach() can resume the same shell.
+    can_reattach = False
+    #: Where a durable backend keeps the session's files (made before bash starts).
+    preset_state_dir: str | None = None
 
     @abc.abstractmethod
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
@@ -52,6 +61,13 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
         """Run a short POSIX sh script next to the shell (same host), not in it."""
+
+    def reattach(self) -> None:
+        """Reconnect to the same shell, resuming its output where it stopped.
+
+        Raises SessionGone when the shell no longer exists, BackendError when
+        the host cannot be reached."""
+        raise BackendError(f"the {self.description} backend cannot reattach")
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -18,13 +18,21 @@ import time
 
 import paramiko
 
-from . import Backend, BackendError, ExitCallback, OutputCallback, ShellExit, SideResult
+from importlib import resources
+
+from . import (Backend, BackendError, ExitCallback, OutputCallback, SessionGone, ShellExit,
+               SideResult)
 from .ssh_target import SSHTarget, ensure_file_parent
 
 log = logging.getLogger("shell_kernel.ssh")
 
 CONNECT_TIMEOUT = 15.0
 READ_SIZE = 1 << 16
+_SHELL_FILES = resources.files("shell_kernel.shell")
+LAUNCH_SCRIPT = _SHELL_FILES.joinpath("launch.sh").read_text()
+RELAY_SCRIPT = _SHELL_FILES.joinpath("relay.sh").read_text()
+REAP_SCRIPT = _SHELL_FILES.joinpath("reap.sh").read_text()
+RELAY_SHELL_ENDED = 4  # relay.sh's status when the shell itself has ended
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -170,73 +178,145 @@ def _record_exit_signals(transport: paramiko.Transport) -> None:
 
 
 class SSHBackend(Backend):
+    """The shell in one session channel (ephemeral), or, when durable, a
+    detached shell on the host with a relay channel that can be re-opened
+    after a dropped connection (see shell/launch.sh and shell/relay.sh)."""
+
     def __init__(self, target: SSHTarget, clean: bool = False, accept_new_host_key: bool = False,
-                 resolve_jump=None, bash: str = "bash"):
+                 resolve_jump=None, bash: str = "bash", durable: bool = False,
+                 idle_timeout: float = 3600.0):
         self._target = target
         self.description = f"ssh {target.describe()}"
         self._accept_new = accept_new_host_key
         self._resolve_jump = resolve_jump
-        self._remote_command = "exec " + shlex.join(
-            [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"])
+        self._bash_argv = [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
+        self.can_reattach = durable
+        self._idle_timeout = idle_timeout
         self._clients: list[paramiko.SSHClient] = []
         self._channel: paramiko.Channel | None = None
         self._side: _SideShell | None = None
         self._send_lock = threading.Lock()
         self._closed = threading.Event()
+        self._remote_pid: int | None = None
+        # Bytes of each spooled stream delivered so far: where a relay resumes.
+        self._offsets = {"stdout": 0, "stderr": 0}
+        self._on_output: OutputCallback | None = None
+        self._on_exit: ExitCallback | None = None
 
     @property
     def transport(self) -> paramiko.Transport:
         return self._clients[-1].get_transport()
 
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
-        self._clients = connect(self._target, self._accept_new, self._resolve_jump)
-        _record_exit_signals(self.transport)
+        self._on_output, self._on_exit = on_output, on_exit
+        self._connect()
         try:
-            self._channel = self.transport.open_session(timeout=CONNECT_TIMEOUT)
-            self._channel.exec_command(self._remote_command)
+            if self.can_reattach:
+                self._launch_durable()
+                self._open_relay()
+            else:
+                channel = self.transport.open_session(timeout=CONNECT_TIMEOUT)
+                channel.exec_command("exec " + shlex.join(self._bash_argv))
+                self._start_reader(channel)
         except (paramiko.SSHException, OSError) as err:
             self.close()
             raise BackendError(f"could not start bash on {self._target.describe()}: {err}") from err
-        threading.Thread(target=self._read_loop, args=(self._channel, on_output, on_exit),
-                         name="shell-kernel-ssh-reader", daemon=True).start()
-        threading.Thread(target=self._keepalive_loop, name="shell-kernel-ssh-keepalive",
-                         daemon=True).start()
 
-    def _read_loop(self, channel: paramiko.Channel, on_output: OutputCallback,
-                   on_exit: ExitCallback) -> None:
+    def _connect(self) -> None:
+        self._clients = connect(self._target, self._accept_new, self._resolve_jump)
+        _record_exit_signals(self.transport)
+        self._side = None
+        threading.Thread(target=self._keepalive_loop, args=(self.transport,),
+                         name="shell-kernel-ssh-keepalive", daemon=True).start()
+
+    def _launch_durable(self) -> None:
+        result = self.side_command(LAUNCH_SCRIPT, [str(int(self._idle_timeout)), REAP_SCRIPT,
+                                                   *self._bash_argv], timeout=CONNECT_TIMEOUT)
+        fields = result.stdout.split()
+        if result.status != 0 or len(fields) < 2 or not fields[-1].isdigit():
+            raise BackendError(f"could not start a durable shell: {result.stdout.strip()}")
+        self.preset_state_dir, self._remote_pid = fields[-2], int(fields[-1])
+
+    def _open_relay(self) -> None:
+        channel = self.transport.open_session(timeout=CONNECT_TIMEOUT)
+        channel.exec_command("sh -c " + shlex.quote(RELAY_SCRIPT) + " shell_kernel " + shlex.join(
+            [self.preset_state_dir, str(self._remote_pid),
+             str(self._offsets["stdout"]), str(self._offsets["stderr"])]))
+        self._start_reader(channel)
+
+    def _start_reader(self, channel: paramiko.Channel) -> None:
+        self._channel = channel
+        threading.Thread(target=self._read_loop, args=(channel, self.transport),
+                         name="shell-kernel-ssh-reader", daemon=True).start()
+
+    def reattach(self) -> None:
+        self._drop_connection()
+        self._connect()
+        try:
+            alive = self.side_command(
+                'd=$1; [ -p "$d/in" ] && kill -0 "$2" 2>/dev/null && echo alive',
+                [self.preset_state_dir, str(self._remote_pid)], timeout=CONNECT_TIMEOUT)
+            if alive.stdout.strip() != "alive":
+                raise SessionGone(f"the shell (pid {self._remote_pid}) and its files "
+                                  f"({self.preset_state_dir}) are gone from {self._target.describe()}")
+            self._open_relay()
+        except (paramiko.SSHException, OSError) as err:
+            raise BackendError(f"could not reattach: {err}") from err
+
+    def _deliver(self, stream: str, data: bytes) -> None:
+        self._offsets[stream] += len(data)
+        self._on_output(stream, data)
+
+    def _read_loop(self, channel: paramiko.Channel, transport: paramiko.Transport) -> None:
         while True:
             got = False
             if channel.recv_ready():
                 data = channel.recv(READ_SIZE)
                 if data:
-                    on_output("stdout", data)
+                    self._deliver("stdout", data)
                     got = True
             if channel.recv_stderr_ready():
                 data = channel.recv_stderr(READ_SIZE)
                 if data:
-                    on_output("stderr", data)
+                    self._deliver("stderr", data)
                     got = True
             if got:
                 continue
-            if channel.exit_status_ready() or channel.closed or not self.transport.is_active():
+            if channel.exit_status_ready() or channel.closed or not transport.is_active():
                 if channel.recv_ready() or channel.recv_stderr_ready():
                     continue
                 break
             select.select([channel], [], [], 0.5)
+        if channel is not self._channel:
+            return  # a relay replaced by reattach()
+        self._on_exit(self._how_it_ended(channel))
+
+    def _how_it_ended(self, channel: paramiko.Channel) -> ShellExit:
         # paramiko reports -1 when the channel closed without an exit status.
         status = channel.exit_status if channel.exit_status_ready() else -1
         signame = getattr(channel, "exit_signal", None)
+        if self._closed.is_set():
+            return ShellExit("closed by the kernel")
+        if self.can_reattach and status == RELAY_SHELL_ENDED:
+            status = self._durable_exit_status()
+            return ShellExit(f"exited with status {status}" if status is not None else "ended",
+                             status)
         if signame:
-            on_exit(ShellExit(f"killed by SIG{signame}", status))
-        elif status >= 0:
-            on_exit(ShellExit(f"exited with status {status}", status))
-        elif self._closed.is_set():
-            on_exit(ShellExit("closed by the kernel"))
-        else:
-            on_exit(ShellExit(f"the SSH connection to {self._target.describe()} was lost",
-                              connection_lost=True))
+            return ShellExit(f"killed by SIG{signame}", status)
+        if status >= 0 and not self.can_reattach:
+            return ShellExit(f"exited with status {status}", status)
+        return ShellExit(f"the SSH connection to {self._target.describe()} was lost",
+                         connection_lost=True)
 
-    def _keepalive_loop(self) -> None:
+    def _durable_exit_status(self) -> int | None:
+        try:
+            result = self.side_command('cat "$1/exit_status" 2>/dev/null', [self.preset_state_dir])
+        except BackendError:
+            return None
+        text = result.stdout.strip()
+        return int(text) if text.isdigit() else None
+
+    def _keepalive_loop(self, transport: paramiko.Transport) -> None:
         """ServerAlive semantics: a connection whose server stops answering
         for interval x count-max seconds is closed, so a running cell ends."""
         interval = self._target.keepalive_interval
@@ -249,8 +329,7 @@ class SSHBackend(Backend):
                 answered[0] = time.monotonic()
 
         while not self._closed.wait(interval):
-            transport = self._clients[-1].get_transport() if self._clients else None
-            if transport is None or not transport.is_active():
+            if not transport.is_active():
                 return
             threading.Thread(target=ping, args=(transport,), daemon=True).start()
             if time.monotonic() - answered[0] > limit + interval:
@@ -276,14 +355,20 @@ class SSHBackend(Backend):
                 raise BackendError(f"could not open a side channel: {err}") from err
         return self._side.run(script, args, timeout)
 
-    def close(self) -> None:
-        self._closed.set()
+    def _drop_connection(self) -> None:
         if self._side is not None:
             self._side.close()
-        if self._channel is not None:
-            self._channel.close()
+            self._side = None
+        channel, self._channel = self._channel, None  # its reader then ends silently
+        if channel is not None:
+            channel.close()
         for client in reversed(self._clients):
             client.close()
+        self._clients = []
+
+    def close(self) -> None:
+        self._closed.set()
+        self._drop_connection()
 
 
 class _SideShell:

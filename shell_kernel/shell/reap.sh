@@ -34,6 +34,9 @@ members() {
   table | awk -v root="$root" -v skip="$skip" -v extra="$extra" -v scope="$1" '
     { parent[$1] = $2; sid[$1] = $3; order[NR] = $1 }
     END {
+      # The shell is not always its session leader (a durable session has a
+      # wrapper above it); its session is what its background daemons share.
+      session = (root in sid && sid[root] != "") ? sid[root] : root
       n = split(skip, s, /[ \n]+/)
       for (i = 1; i <= n; i++) if (s[i] != "") excluded[s[i]] = 1
       n = split(extra, s, /[ \n]+/)
@@ -41,7 +44,7 @@ members() {
       for (i = 1; i <= NR; i++) {
         p = order[i]
         if (p == root) continue
-        if (scope == "all" && sid[p] == root) { print p; continue }
+        if (scope == "all" && sid[p] == session) { print p; continue }
         q = p; hops = 0; verdict = (p in listed)
         while (q != "" && q > 1 && hops++ < 128) {
           if (q in excluded) { verdict = 0; break }
@@ -94,6 +97,7 @@ case $mode in
       [ -n "$alive" ] && kill -KILL $alive 2>/dev/null
     fi
     kill -KILL "$root" 2>/dev/null
+    [ -r "$dir/watchdog.pid" ] && kill "$(cat "$dir/watchdog.pid")" 2>/dev/null
     case $dir in
       */shell_kernel.*) [ -d "$dir" ] && [ ! -L "$dir" ] && rm -rf -- "$dir" ;;
     esac

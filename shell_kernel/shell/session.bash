@@ -18,10 +18,13 @@
 exec 61>&1 62>&2 1>/dev/null 2>/dev/null
 
 __shell_kernel_pid=$$
-__shell_kernel_dir=$(builtin umask 077 && builtin command mktemp -d "${TMPDIR:-/tmp}/shell_kernel.XXXXXXXXXX" 2>/dev/null) \
-  || { __shell_kernel_dir=${TMPDIR:-/tmp}/shell_kernel.$$.$RANDOM$RANDOM$RANDOM \
-       && builtin command mkdir -m 700 -- "$__shell_kernel_dir"; } \
-  || __shell_kernel_dir=
+# A durable session's launcher made the directory already (and set it).
+if [[ -z ${__shell_kernel_dir-} ]]; then
+  __shell_kernel_dir=$(builtin umask 077 && builtin command mktemp -d "${TMPDIR:-/tmp}/shell_kernel.XXXXXXXXXX" 2>/dev/null) \
+    || { __shell_kernel_dir=${TMPDIR:-/tmp}/shell_kernel.$$.$RANDOM$RANDOM$RANDOM \
+         && builtin command mkdir -m 700 -- "$__shell_kernel_dir"; } \
+    || __shell_kernel_dir=
+fi
 if [[ -n $__shell_kernel_dir ]]; then
   (builtin umask 077 && builtin : >| "$__shell_kernel_dir/status" && builtin : >| "$__shell_kernel_dir/jobs") 2>/dev/null
 fi

@@ -1,0 +1,142 @@
+"""Remote sessions that survive a dropped connection (the default for SSH)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import install_spec
+from harness import KernelHarness, pids_matching, wait_until
+from sshd_server import SSHServer
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = SSHServer(tmp_path / "sshd", name="durable-sshd")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def durable_kernel(jupyter_prefix, start_kernel, server, tmp_path):
+    def start(*flags):
+        name = f"shell-durable-{os.getpid()}-{len(list(tmp_path.iterdir()))}"
+        config = server.write_ssh_config(tmp_path / f"cfg-{name}")
+        install_spec(jupyter_prefix, name, ["--ssh", "testhost", "--ssh-config", str(config), *flags])
+        return start_kernel(name)
+    return start
+
+
+def remote_state(kernel: KernelHarness) -> tuple[Path, int]:
+    out = kernel.ok('builtin printf "%s %s" "$__shell_kernel_dir" "$$"').split()
+    return Path(out[0]), int(out[1])
+
+
+def drop_connection_during(kernel, server, code, after=1.0):
+    msg_id = kernel.start(code)
+    time.sleep(after)
+    assert server.kill_sessions(), "no SSH session to kill"
+    return kernel.collect(msg_id, timeout=90)
+
+
+TICKS = "for i in $(seq 1 20); do echo line-$i; sleep 0.2; done"
+
+
+def test_output_produced_while_away_arrives_exactly_once(durable_kernel, server):
+    kernel = durable_kernel()
+    execution = drop_connection_during(kernel, server, TICKS)
+    assert execution.status == "ok", (execution.errors, execution.stderr)
+    assert execution.stdout == "".join(f"line-{i}\n" for i in range(1, 21))
+    assert execution.exit_code == 0
+    assert "Reconnected" in execution.stderr and "reconnecting" in execution.stderr
+
+
+def test_failure_after_the_drop_reports_its_real_status(durable_kernel, server):
+    kernel = durable_kernel()
+    execution = drop_connection_during(kernel, server, TICKS + "; echo done; (exit 7)")
+    assert execution.exit_code == 7
+    assert execution.stdout.endswith("line-20\ndone\n")
+
+
+def test_cell_that_finishes_while_disconnected(durable_kernel, server):
+    kernel = durable_kernel()
+    msg_id = kernel.start("sleep 1; echo done; exit 3")
+    time.sleep(0.3)
+    keys = server.authorized_keys_path
+    keys.rename(keys.with_suffix(".away"))  # no way back in for a while
+    server.kill_sessions()
+    time.sleep(3)  # the cell ends meanwhile
+    keys.with_suffix(".away").rename(keys)
+    execution = kernel.collect(msg_id, timeout=90)
+    assert execution.exit_code == 3
+    assert execution.stdout == "done\n"
+
+
+def test_drop_while_idle_keeps_the_same_shell(durable_kernel, server):
+    kernel = durable_kernel()
+    kernel.ok("cd /tmp; IDLE_PLAIN=still-here; idle_fn() { echo fn-ok; }")
+    _, pid = remote_state(kernel)
+    server.kill_sessions()
+    time.sleep(1.0)
+    execution = kernel.run("echo $IDLE_PLAIN; idle_fn; pwd; echo $$")
+    assert execution.status == "ok", (execution.errors, execution.stderr)
+    assert execution.stdout == f"still-here\nfn-ok\n/tmp\n{pid}\n"
+
+
+def test_interrupt_after_a_reattach(durable_kernel, server):
+    kernel = durable_kernel()
+    server.kill_sessions()
+    time.sleep(0.5)
+    kernel.ok("echo reattached")
+    msg_id = kernel.start("sleep 1000.71")
+    time.sleep(0.7)
+    kernel.km.interrupt_kernel()
+    assert kernel.collect(msg_id).reply["content"]["ename"] == "KeyboardInterrupt"
+    assert wait_until(lambda: not pids_matching("1000.71"))
+
+
+def test_session_gone_on_reconnect(durable_kernel, server):
+    kernel = durable_kernel()
+    kernel.ok("GONE_VAR=x")
+    state, pid = remote_state(kernel)
+    msg_id = kernel.start("sleep 1000.72")
+    time.sleep(0.7)
+    keys = server.authorized_keys_path
+    keys.rename(keys.with_suffix(".away"))
+    server.kill_sessions()
+    # The host "rebooted": the shell, its cell and its files are gone.
+    for victim in [pid, *pids_matching("1000.72")]:
+        os.kill(victim, signal.SIGKILL)
+    shutil.rmtree(state, ignore_errors=True)
+    keys.with_suffix(".away").rename(keys)
+    execution = kernel.collect(msg_id, timeout=90)
+    assert execution.status == "error"
+    assert "session is gone" in execution.errors[0]["evalue"]
+    assert kernel.ok("echo ${GONE_VAR-new shell}") == "new shell\n"
+
+
+def test_idle_reaper_stops_a_session_whose_kernel_vanished(durable_kernel):
+    kernel = durable_kernel("--remote-idle-timeout", "5")
+    state, pid = remote_state(kernel)
+    kernel.ok("sleep 1000.73 &")
+    os.kill(kernel.pid, signal.SIGKILL)  # no shutdown: the kernel is simply gone
+    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}") and not state.exists(),
+                      timeout=40)
+    assert wait_until(lambda: not pids_matching("1000.73"), timeout=5)
+
+
+def test_shutdown_leaves_nothing_on_the_host(durable_kernel):
+    kernel = durable_kernel()
+    state, pid = remote_state(kernel)
+    watchdog = int((state / "watchdog.pid").read_text())
+    kernel.ok("sleep 1000.74 & (sleep 1000.75 &)")
+    kernel.shutdown()
+    assert wait_until(lambda: not pids_matching("1000.74") and not pids_matching("1000.75"))
+    assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in (pid, watchdog)))
+    assert not state.exists()
