@@ -173,6 +173,7 @@ class ShellKernel(Kernel):
         self._wait_started()
         if self._start_error and self._session.info is None:
             return self._error_reply("ShellUnavailable", self._start_error, {}, silent)
+        self._user_expressions = user_expressions or {}
         started = time.monotonic()
         try:
             result = self._session.run(code)
@@ -202,12 +203,19 @@ class ShellKernel(Kernel):
                                      f"Exit status {result.exit_code}")
         self._reply_metadata = meta
         return {"status": "ok", "execution_count": self.execution_count,
-                "payload": [], "user_expressions": {}}
+                "payload": [], "user_expressions": self._unsupported_expressions()}
+
+    def _unsupported_expressions(self) -> dict:
+        """The protocol wants one result per requested expression; a shell has none."""
+        return {name: {"status": "error", "ename": "NotSupported", "traceback": [],
+                       "evalue": "shell_kernel does not evaluate user_expressions"}
+                for name in getattr(self, "_user_expressions", {})}
 
     def _error_reply(self, ename: str, evalue: str, meta: dict, silent: bool,
                      summary: str | None = None) -> dict:
         self._reply_metadata = meta
-        content = {"ename": ename, "evalue": evalue, "traceback": [summary or f"{ename}: {evalue}"]}
+        content = {"ename": ename, "evalue": evalue,
+                   "traceback": [f"{ename}: {summary}" if summary else f"{ename}: {evalue}"]}
         if not silent:
             self.send_response(self.iopub_socket, "error", content)
         return {"status": "error", "execution_count": self.execution_count, **content}

@@ -185,6 +185,10 @@ class ShellSession:
                 raise SessionError("The kernel is shutting down.")
             if not self._alive:
                 self._sink("stderr", f"[shell_kernel] {self._restart()}\n")
+            try:
+                self._backend.before_cell()
+            except BackendError as err:
+                log.warning("housekeeping before the cell failed: %s", err)
             prepared = protocol.prepare_cell(code)
             if prepared.removed_nul:
                 self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "

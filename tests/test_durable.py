@@ -131,6 +131,18 @@ def test_idle_reaper_stops_a_session_whose_kernel_vanished(durable_kernel):
     assert wait_until(lambda: not pids_matching("1000.73"), timeout=5)
 
 
+def test_spool_on_the_host_is_bounded_and_offsets_survive_a_trim(durable_kernel, server):
+    kernel = durable_kernel()
+    state, _ = remote_state(kernel)
+    big = kernel.run("head -c 12000000 /dev/zero | tr '\\0' z", timeout=120)
+    assert len(big.stdout) == 12_000_000
+    kernel.ok("true")  # the spool is trimmed before this cell
+    assert (state / "out").stat().st_size < 1_000_000
+    execution = drop_connection_during(kernel, server, TICKS)
+    assert execution.stdout == "".join(f"line-{i}\n" for i in range(1, 21))
+    assert oct((state).stat().st_mode & 0o777) == "0o700"
+
+
 def test_shutdown_leaves_nothing_on_the_host(durable_kernel):
     kernel = durable_kernel()
     state, pid = remote_state(kernel)

@@ -378,9 +378,9 @@ def test_notebook_in_jupyterlab(lab, browser_page, tmp_path):
     errors = {i: [o for o in outs if o["output_type"] == "error"] for i, outs in enumerate(saved)}
     assert errors[0] == [] and errors[3] == []
     assert [(e["ename"], e["evalue"], e["traceback"]) for e in errors[1]] == \
-        [("ExitCode", "2", ["Exit status 2"])]
+        [("ExitCode", "2", ["ExitCode: Exit status 2"])]
     assert [(e["ename"], e["evalue"], e["traceback"]) for e in errors[2]] == \
-        [("KeyboardInterrupt", "130", ["Interrupted (exit status 130)"])]
+        [("KeyboardInterrupt", "130", ["KeyboardInterrupt: Interrupted (exit status 130)"])]
 
     shot = tmp_path / "jupyterlab.png"
     page.screenshot(path=str(shot), full_page=True)

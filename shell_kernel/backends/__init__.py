@@ -62,6 +62,9 @@ class Backend(abc.ABC):
     def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
         """Run a short POSIX sh script next to the shell (same host), not in it."""
 
+    def before_cell(self) -> None:
+        """Called while the shell is idle, before each cell: housekeeping."""
+
     def reattach(self) -> None:
         """Reconnect to the same shell, resuming its output where it stopped.
 

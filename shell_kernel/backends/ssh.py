@@ -33,6 +33,12 @@ LAUNCH_SCRIPT = _SHELL_FILES.joinpath("launch.sh").read_text()
 RELAY_SCRIPT = _SHELL_FILES.joinpath("relay.sh").read_text()
 REAP_SCRIPT = _SHELL_FILES.joinpath("reap.sh").read_text()
 RELAY_SHELL_ENDED = 4  # relay.sh's status when the shell itself has ended
+# A durable session's spool files are emptied between cells once this much
+# of them has been delivered, so the host keeps at most one cell's output.
+SPOOL_TRIM_BYTES = 8 << 20
+TRIM_SCRIPT = """d=$1
+[ "$(wc -c < "$d/out")" -eq "$2" ] && [ "$(wc -c < "$d/err")" -eq "$3" ] || exit 1
+: > "$d/out" && : > "$d/err" && echo trimmed"""
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -262,6 +268,17 @@ class SSHBackend(Backend):
             self._open_relay()
         except (paramiko.SSHException, OSError) as err:
             raise BackendError(f"could not reattach: {err}") from err
+
+    def before_cell(self) -> None:
+        offsets = self._offsets
+        if not self.can_reattach or offsets["stdout"] + offsets["stderr"] < SPOOL_TRIM_BYTES:
+            return
+        # Only when everything spooled has been delivered (the sizes match),
+        # so no byte is lost; the relay's tail -f follows the truncation.
+        result = self.side_command(TRIM_SCRIPT, [self.preset_state_dir, str(offsets["stdout"]),
+                                                 str(offsets["stderr"])])
+        if result.stdout.strip() == "trimmed":
+            self._offsets = {"stdout": 0, "stderr": 0}
 
     def _deliver(self, stream: str, data: bytes) -> None:
         self._offsets[stream] += len(data)
