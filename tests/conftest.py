@@ -40,6 +40,15 @@ def sshd(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture
+def server(tmp_path):
+    """A private sshd for one test, which may break, restart or inspect it."""
+    srv = SSHServer(tmp_path / "sshd", name="private-sshd")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture(scope="session")
 def jupyter_prefix(tmp_path_factory, sshd) -> Path:
     prefix = tmp_path_factory.mktemp("jupyter-prefix")

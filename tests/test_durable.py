@@ -12,15 +12,6 @@ import pytest
 
 from conftest import install_spec
 from harness import KernelHarness, pids_matching, wait_until
-from sshd_server import SSHServer
-
-
-@pytest.fixture
-def server(tmp_path):
-    srv = SSHServer(tmp_path / "sshd", name="durable-sshd")
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture

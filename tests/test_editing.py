@@ -1,7 +1,6 @@
 """Completion, inspection, is_complete and rich display, on both backends."""
 
 import base64
-import json
 
 import pytest
 

@@ -27,7 +27,7 @@ def test_state_directory_is_private_and_removed_at_shutdown(start_kernel):
 def test_every_process_is_gone_after_shutdown(start_kernel):
     kernel = start_kernel()
     kernel.ok("sleep 1000.701 & (sleep 1000.702 &) ; nohup sleep 1000.703 >/dev/null 2>&1 & disown")
-    msg_id = kernel.start("sleep 1000.704")
+    kernel.start("sleep 1000.704")
     time.sleep(0.5)
     shell_tree = descendants(kernel.pid)
     assert shell_tree

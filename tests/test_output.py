@@ -5,7 +5,7 @@ import re
 import threading
 import time
 
-from harness import descendants, wait_until
+from harness import wait_until
 
 
 def test_stdout_and_stderr_are_separate_streams_in_order(kernel):

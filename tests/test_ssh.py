@@ -15,15 +15,6 @@ from sshd_server import SSHServer
 
 
 @pytest.fixture
-def server(tmp_path):
-    """A private sshd for tests that break or inspect their server."""
-    srv = SSHServer(tmp_path / "sshd", name="private-sshd")
-    srv.start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
 def ssh_kernel(jupyter_prefix, start_kernel, tmp_path):
     """Install a kernelspec for an ssh config and start a kernel from it."""
     counter = [0]
