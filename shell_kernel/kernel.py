@@ -38,6 +38,8 @@ class ShellKernel(Kernel):
                                      self._config.session_options(), self._send_display)
         self._start_error: str | None = None
         self._started = threading.Event()
+        self._idle = threading.Event()  # no cell is running
+        self._idle.set()
         # Before the shell starts: ipykernel ignores SIGINT until now, and a
         # shell started with SIGINT ignored could never be interrupted.
         self._install_sigint_handler()
@@ -175,11 +177,14 @@ class ShellKernel(Kernel):
             return self._error_reply("ShellUnavailable", self._start_error, {}, silent)
         self._user_expressions = user_expressions or {}
         started = time.monotonic()
+        self._idle.clear()
         try:
             result = self._session.run(code)
         except SessionError as err:
             meta = {"exit_code": None, "duration_s": round(time.monotonic() - started, 6)}
             return self._error_reply("ShellUnavailable", str(err), meta, silent)
+        finally:
+            self._idle.set()
         return self._reply_for(result, silent)
 
     def _reply_for(self, result: CellResult, silent: bool) -> dict:
@@ -231,7 +236,13 @@ class ShellKernel(Kernel):
 
     # ------------------------------------------------------------- shutdown
     async def do_shutdown(self, restart):
+        cell_running = not self._idle.is_set()
         self._session.close()
+        if cell_running:
+            # Let the cell that the shutdown cut short send its reply while
+            # the sockets still exist (it goes out just after do_execute).
+            self._idle.wait(1.0)
+            time.sleep(0.05)
         # ipykernel 7 flushes sys.stdout/stderr on the control thread after
         # this reply, racing the IOPub thread's own shutdown; when it loses,
         # the flush waits 10 s and jupyter_client kills the kernel with

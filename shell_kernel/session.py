@@ -425,6 +425,11 @@ class ShellSession:
             self._reap_all(backend, self._info)
             self._discard_backend(backend)
         with self._cond:
+            cell = self._cell
+            if cell is not None and not cell.done.is_set():
+                # The pump may be gone before the shell's end reaches it.
+                cell.lost = ShellExit("the kernel is shutting down")
+                cell.done.set()
             self._cond.notify_all()
         self._pump_thread.join(timeout=2)
 

@@ -211,7 +211,10 @@ class SSHBackend(Backend):
 
     @property
     def transport(self) -> paramiko.Transport:
-        return self._clients[-1].get_transport()
+        transport = self._clients[-1].get_transport() if self._clients else None
+        if transport is None:
+            raise BackendError(f"not connected to {self._target.describe()}")
+        return transport
 
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
         self._on_output, self._on_exit = on_output, on_exit
@@ -263,7 +266,7 @@ class SSHBackend(Backend):
                 'd=$1; [ -p "$d/in" ] && kill -0 "$2" 2>/dev/null && echo alive',
                 [self.preset_state_dir, str(self._remote_pid)], timeout=CONNECT_TIMEOUT)
             if alive.stdout.strip() != "alive":
-                raise SessionGone(f"the shell (pid {self._remote_pid}) and its files "
+                raise SessionGone(f"the session (pid {self._remote_pid}) and its files "
                                   f"({self.preset_state_dir}) are gone from {self._target.describe()}")
             self._open_relay()
         except (paramiko.SSHException, OSError) as err:

@@ -7,7 +7,10 @@
 # and appending its output to spool files in a private directory, so that it
 # and its running cell outlive a dropped connection. A watchdog stops it all
 # once no kernel has been attached (relay.sh running) for IDLE_TIMEOUT
-# seconds. Prints "DIR PID" (PID: the shell's).
+# seconds. Prints "DIR PID", PID being the wrapper's, alive as long as the
+# shell. Hosts without `setsid -f` (BusyBox, macOS) get the `&` fallback, in
+# which the shell cannot receive SIGINT: interrupts then need the SIGTERM
+# that follows the grace period.
 
 timeout=$1 reap=$2
 shift 2
@@ -29,14 +32,12 @@ if setsid -f true </dev/null >/dev/null 2>&1; then
 else
   sh -c "$wrapper" shell_kernel "$dir" "$user_umask" "$@" </dev/null >/dev/null 2>&1 &
 fi
-# The shell's own pid, for liveness checks: the wrapper's only child.
+# The wrapper lives exactly as long as the shell: its pid is the session's.
 pid=
 n=0
-while [ -z "$pid" ] && [ $n -lt 100 ]; do
-  if [ -s "$dir/wrapper.pid" ]; then
-    pid=$(ps -A -o pid= -o ppid= | awk -v w="$(cat "$dir/wrapper.pid")" '$2 == w { print $1; exit }')
-  fi
-  [ -n "$pid" ] || sleep 0.05 2>/dev/null || sleep 1
+while [ -z "$pid" ] && [ $n -lt 500 ]; do
+  [ -s "$dir/wrapper.pid" ] && pid=$(cat "$dir/wrapper.pid")
+  [ -n "$pid" ] || sleep 0.01 2>/dev/null || sleep 1
   n=$((n + 1))
 done
 [ -n "$pid" ] || { echo "shell_kernel: the shell did not start" >&2; rm -rf "$dir"; exit 1; }
@@ -53,7 +54,9 @@ done
       idle=$((idle + 5))
     fi
     if [ "$idle" -ge "$timeout" ]; then
-      sh "$dir/reap.sh" all - "$pid" "$dir" >/dev/null 2>&1
+      shell=$(ps -A -o pid= -o ppid= | awk -v w="$pid" '$2 == w { print $1; exit }')
+      sh "$dir/reap.sh" all - "${shell:-$pid}" "$dir" >/dev/null 2>&1
+      kill -KILL "$pid" 2>/dev/null
       exit 0
     fi
   done

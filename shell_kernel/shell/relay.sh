@@ -5,7 +5,7 @@
 # Standard input goes to the shell's FIFO; its spooled stdout and stderr
 # come back from the given byte offsets, so that a kernel reconnecting after
 # a drop gets every byte exactly once. Ends when the connection closes
-# (status 0), or with status 4 once the shell PID has ended.
+# (status 0), or with status 4 once the session's process PID has ended.
 
 dir=$1 pid=$2
 shift 2
@@ -18,7 +18,7 @@ tail -c +$(($2 + 1)) -f "$dir/err" 3>&2 2>/dev/null 1>&3 &
 err=$!
 relay=$$
 (
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.5 2>/dev/null || sleep 1; done
+  while kill -0 "$pid" 2>/dev/null; do sleep 1; done
   sleep 0.5 2>/dev/null || sleep 1  # let the tails pass on the last bytes
   kill "$out" "$err" 2>/dev/null
   kill -USR1 "$relay" 2>/dev/null
