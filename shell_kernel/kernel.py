@@ -36,7 +36,6 @@ class ShellKernel(Kernel):
         self._display_ids: set[str] = set()
         self._session = ShellSession(self._config.backend_factory(), self._send_stream,
                                      self._config.session_options(), self._send_display)
-        self._start_error: str | None = None
         self._started = threading.Event()
         self._idle = threading.Event()  # no cell is running
         self._idle.set()
@@ -50,7 +49,9 @@ class ShellKernel(Kernel):
         try:
             self._session.start()
         except SessionError as err:
-            self._start_error = str(err)
+            # The first cell reports it, and tries again (the user may have
+            # fixed known_hosts or the network meanwhile).
+            log.warning("%s", err)
         finally:
             self._started.set()
 
@@ -173,8 +174,6 @@ class ShellKernel(Kernel):
                          allow_stdin=False, *, cell_meta=None, cell_id=None):
         self._output_parent = self.get_parent("shell")
         self._wait_started()
-        if self._start_error and self._session.info is None:
-            return self._error_reply("ShellUnavailable", self._start_error, {}, silent)
         self._user_expressions = user_expressions or {}
         started = time.monotonic()
         self._idle.clear()

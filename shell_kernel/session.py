@@ -184,7 +184,9 @@ class ShellSession:
             if self._closing:
                 raise SessionError("The kernel is shutting down.")
             if not self._alive:
-                self._sink("stderr", f"[shell_kernel] {self._restart()}\n")
+                notice = self._restart()
+                if notice:
+                    self._sink("stderr", f"[shell_kernel] {notice}\n")
             try:
                 self._backend.before_cell()
             except BackendError as err:
@@ -264,6 +266,8 @@ class ShellSession:
             restore = (old_info.state_dir, self._last_cwd)
         self.start(restore)  # raises SessionError; the next cell tries again
         self._lost = None
+        if old_info is None:
+            return ""  # the first shell: nothing was lost
         if restore is None:
             return ("A new shell was started: the working directory, variables, functions, "
                     "aliases and background jobs of the old shell are gone.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -148,7 +149,9 @@ def descendants(pid: int) -> set[int]:
 
 
 def pids_matching(text: str) -> list[int]:
-    """Live processes whose command line contains text."""
+    """Live processes whose command line contains text, not as part of a
+    longer number (markers like 1000.42 must not match 1000.4242)."""
+    pattern = re.compile(r"(?<![\d.])" + re.escape(text) + r"(?!\d)")
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -160,7 +163,7 @@ def pids_matching(text: str) -> list[int]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if text in cmdline and state != "Z":
+        if pattern.search(cmdline) and state != "Z":
             pids.append(int(entry))
     return pids
 

@@ -59,11 +59,15 @@ def test_unknown_host_key_is_refused_with_the_fix(server, ssh_kernel, tmp_path):
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
     config = server.write_ssh_config(tmp_path / "cfg", extra=f"UserKnownHostsFile {empty}")
-    message = first_cell_error(ssh_kernel(config))
+    kernel = ssh_kernel(config)
+    message = first_cell_error(kernel)
     assert f"[127.0.0.1]:{server.port}" in message
     assert fingerprint(server.host_public_key) in message
     assert "--accept-new-host-key" in message and "nothing was sent" in message
     assert empty.read_text() == ""
+    # Once the user has verified and recorded the key, the next cell connects.
+    empty.write_text(server.known_hosts_path.read_text())
+    assert kernel.ok("echo verified") == "verified\n"
 
 
 def test_accept_new_host_key_records_it_and_never_accepts_a_changed_one(server, ssh_kernel,
