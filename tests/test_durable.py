@@ -16,9 +16,9 @@ from harness import KernelHarness, pids_matching, wait_until
 
 @pytest.fixture
 def durable_kernel(jupyter_prefix, start_kernel, server, tmp_path):
-    def start(*flags):
+    def start(*flags, ssh_options: str = ""):
         name = f"shell-durable-{os.getpid()}-{len(list(tmp_path.iterdir()))}"
-        config = server.write_ssh_config(tmp_path / f"cfg-{name}")
+        config = server.write_ssh_config(tmp_path / f"cfg-{name}", extra=ssh_options)
         install_spec(jupyter_prefix, name, ["--ssh", "testhost", "--ssh-config", str(config), *flags])
         return start_kernel(name)
     return start
@@ -46,6 +46,20 @@ def test_output_produced_while_away_arrives_exactly_once(durable_kernel, server)
     assert execution.stdout == "".join(f"line-{i}\n" for i in range(1, 21))
     assert execution.exit_code == 0
     assert "Reconnected" in execution.stderr and "reconnecting" in execution.stderr
+
+
+def test_unanswered_connection_is_replaced_and_the_cell_goes_on(durable_kernel, server):
+    kernel = durable_kernel(ssh_options="ServerAliveInterval 1\nServerAliveCountMax 2")
+    msg_id = kernel.start(TICKS)
+    time.sleep(1.0)
+    frozen = server.kill_sessions(signal.SIGSTOP, include_commands=False)
+    try:
+        execution = kernel.collect(msg_id, timeout=90)
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGKILL)
+    assert execution.stdout == "".join(f"line-{i}\n" for i in range(1, 21))
+    assert execution.exit_code == 0
 
 
 def test_failure_after_the_drop_reports_its_real_status(durable_kernel, server):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -121,6 +122,36 @@ def test_proxyjump_through_a_second_server(server, tmp_path, ssh_kernel):
         assert target.log_text().count("Accepted publickey") >= 1
     finally:
         target.stop()
+
+
+def test_proxycommand_is_honoured(server, tmp_path, ssh_kernel):
+    config = server.write_ssh_config(tmp_path / "cfg", alias="jump")
+    server.write_ssh_config(config, alias="target", extra=(
+        f"ProxyCommand ssh -F {config} -o BatchMode=yes -W %h:%p jump"))
+    accepted_before = server.log_text().count("Accepted publickey")
+    kernel = ssh_kernel(config, alias="target")
+    assert kernel.ok("echo via-proxycommand") == "via-proxycommand\n"
+    # One login for the ProxyCommand's ssh, one for the kernel through it.
+    assert server.log_text().count("Accepted publickey") == accepted_before + 2
+
+
+def test_unanswered_connection_is_closed_by_keepalive(server, ssh_kernel, tmp_path):
+    """A network cut: the connection stays open but nothing answers."""
+    config = server.write_ssh_config(tmp_path / "cfg",
+                                     extra="ServerAliveInterval 1\nServerAliveCountMax 2")
+    kernel = ssh_kernel(config, flags=["--ephemeral"])
+    msg_id = kernel.start("sleep 30")
+    time.sleep(1.0)
+    frozen = server.kill_sessions(signal.SIGSTOP, include_commands=False)
+    started = time.monotonic()
+    try:
+        execution = kernel.collect(msg_id, timeout=30)
+        assert time.monotonic() - started < 15
+        assert "connection" in execution.errors[0]["evalue"]
+        assert "lost" in execution.errors[0]["evalue"]
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_one_connection_per_kernel(server, ssh_kernel, tmp_path):
