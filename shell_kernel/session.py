@@ -250,10 +250,10 @@ class ShellSession:
         lost = self._lost or ShellExit("it was not running")
         old_backend, old_info = self._backend, self._info
         if lost.connection_lost and old_backend is not None and old_backend.can_reattach:
-            notes: list[str] = []
             try:
-                self._reattach(notes.append)
-                return "Reconnected to the same shell after the connection was lost; nothing was lost."
+                # Said as it happens, on the stderr of the cell that waits for it.
+                self._reattach(lambda text: self._sink("stderr", text))
+                return ""
             except SessionGone as err:
                 lost = ShellExit(f"the remote session is gone: {err}")
             self._lost = lost
