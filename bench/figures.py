@@ -7,6 +7,7 @@ import re
 import secrets
 import statistics
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -37,6 +38,10 @@ class Settings:
     connection_cells: int = 50
     #: How long processes on the SSH host may take to go after a shutdown.
     host_cleanup_wait: float = 8.0
+    #: Figure 8: cells whose connection is dropped, and when in the cell.
+    reconnect_repeats: int = 3
+    reconnect_kill_after: float = 1.0
+    reconnect_timeout: float = 60.0
 
     @classmethod
     def quick(cls) -> "Settings":
@@ -72,6 +77,19 @@ def trivial_round_trip(session: KernelSession, profile: KernelProfile, settings:
     code = profile.snippets.trivial
     runs = min(settings.trivial_runs, profile.trivial_runs or settings.trivial_runs)
     kernels = [session] if twin is None else [session, twin]
+    samples = _take_turns(kernels, code, runs, settings)
+    result = _round_trips(samples[session])
+    result["code"] = code
+    if twin is not None:
+        result["twin"] = {"kernel": profile.local_twin, "kernelspec": twin.kernelspec,
+                          **_round_trips(samples[twin])}
+    return result
+
+
+def _take_turns(kernels: list[KernelSession], code: str, runs: int,
+                settings: Settings) -> dict[KernelSession, list[float]]:
+    """Round trips in ms of `runs` cells on each kernel, the kernels taking
+    turns cell by cell (and who goes first alternating), after warm-up cells."""
     for _ in range(settings.trivial_warmup):
         for kernel in kernels:
             _expect_ok(kernel.execute(code, settings.cell_timeout), "warm-up cell")
@@ -81,12 +99,7 @@ def trivial_round_trip(session: KernelSession, profile: KernelProfile, settings:
             ex = kernel.execute(code, settings.cell_timeout)
             _expect_ok(ex, "trivial cell")
             samples[kernel].append(ex.elapsed * 1000)
-    result = _round_trips(samples[session])
-    result["code"] = code
-    if twin is not None:
-        result["twin"] = {"kernel": profile.local_twin, "kernelspec": twin.kernelspec,
-                          **_round_trips(samples[twin])}
-    return result
+    return samples
 
 
 def _round_trips(samples: list[float]) -> dict:
@@ -350,3 +363,148 @@ def connections(new_session: Callable[[], KernelSession], profile: KernelProfile
             "sessions_after_shutdown": left, "cell_failures": failures,
             "ok": tcp[-1] == 1 and max(tcp) == 1 and sessions[-1] == 1 and max(sessions) == 1
             and logins == 1}
+
+
+# ------------------------------------------------- 7. durable per-cell cost
+def durable_overhead(new_session: Callable[[], KernelSession],
+                     new_ephemeral: Callable[[], KernelSession], profile: KernelProfile,
+                     settings: Settings) -> dict:
+    """Trivial cells on a fresh durable SSH kernel and a fresh --ephemeral
+    one (same sshd, same flags otherwise), taking turns cell by cell."""
+    code = profile.snippets.trivial
+    durable, ephemeral = new_session(), new_ephemeral()
+    try:
+        durable.start()
+        ephemeral.start()
+        samples = _take_turns([durable, ephemeral], code, settings.trivial_runs, settings)
+    finally:
+        durable.shutdown()
+        ephemeral.shutdown()
+    d, e = samples[durable], samples[ephemeral]
+    # Cell i of each kernel ran back to back: their difference is the paired one.
+    paired = [a - b for a, b in zip(d, e)]
+    return {"code": code, "runs": len(d), "durable": _round_trips(d), "ephemeral": _round_trips(e),
+            "diff_ms": statistics.median(d) - statistics.median(e),
+            "paired_diff_median_ms": statistics.median(paired),
+            "budget_ms": profile.durable_budget_ms}
+
+
+# ----------------------------------------------- 8. connection lost mid-cell
+TICKS = 60
+
+
+def tick_code(n: int = TICKS) -> str:
+    return f"for i in $(seq 1 {n}); do echo tick-$i; sleep 0.1; done"
+
+
+def _tick_count(text: str) -> dict:
+    lines = text.splitlines()
+    expected = [f"tick-{i}" for i in range(1, TICKS + 1)]
+    return {"lines": len(lines), "distinct": len(set(lines) & set(expected)),
+            "duplicated": len(lines) - len(set(lines)),
+            "missing": len(set(expected) - set(lines))}
+
+
+def _one_drop(session: KernelSession, server, settings: Settings) -> dict:
+    code = tick_code()
+    events: list[tuple[float, str, str]] = []  # (arrival, stream name, text)
+    kill: dict = {}
+
+    def on_stream(name: str, text: str) -> None:
+        events.append((time.perf_counter(), name, text))
+
+    def drop() -> None:
+        kill["start"] = time.perf_counter()
+        kill["pids"] = len(server.kill_sessions())
+        kill["end"] = time.perf_counter()
+
+    started = time.perf_counter()
+    msg_id = session.submit(code)
+    timer = threading.Timer(settings.reconnect_kill_after, drop)
+    timer.start()
+    try:
+        ex = session.collect(msg_id, started, started + settings.reconnect_timeout, on_stream)
+    finally:
+        timer.cancel()
+        timer.join()
+    if "end" not in kill:
+        raise FigureError("the connection was not dropped (the cell ended first?)")
+    stdout = [(t, text) for t, name, text in events if name == "stdout"]
+    stderr = [(t, text) for t, name, text in events if name == "stderr"]
+    received = "".join(text for _, text in stdout)
+    stderr_text = "".join(text for _, text in stderr)
+    # The kernel's "Connection lost; reconnecting" notice goes out after all
+    # the output the old connection carried and before any the new one does
+    # (one ordered queue): stdout after it is resumed output.
+    noticed = next((t for t, text in stderr if "Connection lost" in text), None)
+    reconnected = next((t for t, text in stderr if "Reconnected" in text), None)
+    split = noticed if noticed is not None else kill["end"]
+    before = [t for t, _ in stdout if t < split]
+    after = [t for t, _ in stdout if t > split]
+    times = [t for t, _ in stdout]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    metadata = (ex.reply or {}).get("metadata", {}).get("shell_kernel") or {}
+    expected = "".join(f"tick-{i}\n" for i in range(1, TICKS + 1))
+    result = {
+        "code": code, "finished": ex.finished, "status": ex.status,
+        "exit_code": metadata.get("exit_code"), "seconds": ex.elapsed,
+        "kill_at_s": kill["start"] - started, "kill_call_s": kill["end"] - kill["start"],
+        "pids_killed": kill["pids"],
+        "last_before_kill_s": (kill["start"] - max(t for t in before if t < kill["start"]))
+        if any(t < kill["start"] for t in before) else None,
+        "noticed_s": None if noticed is None else noticed - kill["end"],
+        "reconnected_notice_s": None if reconnected is None else reconnected - kill["end"],
+        "kill_to_output_s": after[0] - kill["end"] if after else None,
+        "drop_gap_s": after[0] - before[-1] if after and before else None,
+        "max_gap_s": max(gaps) if gaps else None,
+        "stdout_messages": len(stdout),
+        "attempts": stderr_text.count("reconnecting to the same shell (attempt"),
+        "complete": completeness(received, expected), **_tick_count(received),
+        "stderr": stderr_text[:600],
+    }
+    result["ok"] = (result["complete"] == "ok" and ex.status == "ok"
+                    and result["exit_code"] == 0 and bool(after))
+    return result
+
+
+def _shell_pid(session: KernelSession, settings: Settings) -> str | None:
+    out: list[str] = []
+    ex = session.execute("echo $$", settings.cell_timeout,
+                         lambda name, text: out.append(text) if name == "stdout" else None)
+    return "".join(out).strip() if ex.ok else None
+
+
+def reconnect(new_session: Callable[[], KernelSession], profile: KernelProfile,
+              settings: Settings, ssh) -> dict:
+    """A fresh durable kernel runs the tick cell `reconnect_repeats` times;
+    each time, `reconnect_kill_after` s in, every sshd per-connection process
+    is killed (SSHServer.kill_sessions(): the connection drops, the detached
+    shell on the host lives on). `ssh` is the run's sshenv.SSHEnvironment."""
+    server = ssh.server
+    # Earlier kernels' sessions would be killed too: let them go first.
+    earlier = {p.pid for p in _host_processes(server, set(), settings.host_cleanup_wait)}
+    session = new_session()
+    repeats = []
+    try:
+        session.start()
+        _expect_ok(session.execute(profile.snippets.trivial, settings.cell_timeout), "first cell")
+        shell_before = _shell_pid(session, settings)
+        for _ in range(settings.reconnect_repeats):
+            repeats.append(_one_drop(session, server, settings))
+            repeats[-1]["same_shell"] = _shell_pid(session, settings) == shell_before
+    finally:
+        session.shutdown()
+    # The detached shell too must be gone after shutdown_kernel(), reattached or not.
+    left = _host_processes(server, earlier, settings.host_cleanup_wait)
+
+    def median(key: str) -> float | None:
+        values = [r[key] for r in repeats if r.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    return {"code": tick_code(), "kill_after_s": settings.reconnect_kill_after,
+            "repeats": repeats, "median_kill_to_output_s": median("kill_to_output_s"),
+            "median_max_gap_s": median("max_gap_s"), "median_s": median("kill_to_output_s"),
+            "median_noticed_s": median("noticed_s"),
+            "median_last_before_kill_s": median("last_before_kill_s"),
+            "host_processes_left": process_names(left),
+            "ok": all(r["ok"] and r["same_shell"] for r in repeats) and not left}

@@ -120,6 +120,13 @@ class KernelProfile:
     ssh_budget_ms: float = 5.0
     #: Count TCP connections and sshd sessions after 50 cells (figure 6).
     connection_check: bool = False
+    #: The --ephemeral form of this (durable) SSH kernel: figure 7 alternates
+    #: trivial cells between the two, against a budget of `durable_budget_ms`.
+    ephemeral_twin: str | None = None
+    durable_budget_ms: float = 1.0
+    #: Drop the SSH connection in the middle of a cell and time the resumed
+    #: output (figure 8; durable SSH kernels only).
+    reconnect_check: bool = False
 
     @property
     def snippets(self) -> Snippets:
@@ -144,8 +151,17 @@ KERNELS: dict[str, KernelProfile] = {
         ),
         KernelProfile(name="python3", label="ipykernel", kernelspec="python3", language="python"),
         KernelProfile(
-            name="shell-ssh", label="shell_kernel over SSH", kernelspec=sshenv.SHELL_SSH_SPEC,
-            language="bash", ssh=True, local_twin="shell", connection_check=True,
+            name="shell-ssh", label="shell-ssh (durable, default)",
+            kernelspec=sshenv.SHELL_SSH_SPEC, language="bash", ssh=True, local_twin="shell",
+            connection_check=True, ephemeral_twin="shell-ssh-ephemeral", reconnect_check=True,
+        ),
+        KernelProfile(
+            name="shell-ssh-ephemeral", label="shell-ssh --ephemeral",
+            kernelspec=sshenv.SHELL_SSH_EPHEMERAL_SPEC, language="bash", ssh=True,
+            local_twin="shell", flood_lines=None,
+            notes=("shell-ssh --ephemeral: the memory figure is skipped (the output path in the "
+                   "kernel is the same as the durable kernel's), and so are the connection and "
+                   "reconnect figures (6 and 8), which are about the durable default.",),
         ),
         KernelProfile(
             name="sshkernel", label="sshkernel", kernelspec=sshenv.SSHKERNEL_SPEC,

@@ -179,6 +179,46 @@ def _connection_rows(label: str, fig: dict | None, base: dict | None, *_) -> lis
              str(fig["sessions_after_shutdown"]), left_text, verdict]]
 
 
+def _durable_rows(label: str, fig: dict | None, *_) -> list[list[str]]:
+    label += " vs --ephemeral"
+    failed = _failed(fig, 7)
+    if failed:
+        return [[label] + failed]
+    d, e = fig["durable"], fig["ephemeral"]
+    verdict = "met" if fig["diff_ms"] <= fig["budget_ms"] else "MISSED"
+    return [[label, _code(fig["code"]), f"{_ms(d['median_ms'])} / {_ms(d['p90_ms'])}",
+             f"{_ms(e['median_ms'])} / {_ms(e['p90_ms'])}", f"{fig['runs']} each",
+             f"{fig['diff_ms']:+.2f} ms ({_ratio(d['median_ms'], e['median_ms'])})",
+             f"{fig['paired_diff_median_ms']:+.2f} ms",
+             f"≤ +{fig['budget_ms']:g} ms: {verdict}"]]
+
+
+def _reconnect_rows(label: str, fig: dict | None, *_) -> list[list[str]]:
+    failed = _failed(fig, 11)
+    if failed:
+        return [[label] + failed]
+    rows = []
+    for i, r in enumerate(fig["repeats"], 1):
+        lines = ("yes" if r["complete"] == "ok" else
+                 f"NO: {r['complete']} ({r['distinct']} distinct, {r['duplicated']} repeated, "
+                 f"{r['missing']} missing)")
+        status = r["status"] or "no reply"
+        rows.append([label, str(i), _s(r["kill_at_s"]), _s(r["last_before_kill_s"]),
+                     _s(r["noticed_s"]), _s(r["kill_to_output_s"]), _s(r["max_gap_s"]),
+                     str(r["attempts"]), lines,
+                     f"{r['exit_code']} ({status})" if r["exit_code"] is not None else status,
+                     "yes" if r.get("same_shell") else "NO", DASH])
+    left = fig.get("host_processes_left")
+    rows.append([label, f"**median of {len(fig['repeats'])}**", DASH,
+                 _s(fig["median_last_before_kill_s"]), _s(fig["median_noticed_s"]),
+                 f"**{_s(fig['median_kill_to_output_s'])}**",
+                 f"**{_s(fig['median_max_gap_s'])}**", DASH,
+                 "all" if all(r["complete"] == "ok" for r in fig["repeats"]) else "NOT all",
+                 DASH, "all" if all(r.get("same_shell") for r in fig["repeats"]) else "NOT all",
+                 DASH if left is None else _count(len(left), left)])
+    return rows
+
+
 FIGURES = [
     ("trivial", "1. Trivial cell round trip",
      ["kernel", "cell", "median", "p90", "runs", "median vs ipykernel",
@@ -196,15 +236,25 @@ FIGURES = [
     ("memory", "5. Kernel memory while output floods",
      ["kernel", "cell", "produced / received", "time", "RSS before", "peak RSS", "peak − before",
       "stderr notice"], _memory_rows),
-    ("connections", "6. One connection per kernel (shell_kernel over SSH)",
+    ("connections", "6. One connection per kernel (shell-ssh)",
      ["kernel", "cells", "TCP connections kernel → sshd", "sshd sessions",
       "logins (start + cells)", "sshd sessions left after shutdown",
       "host processes left after shutdown", "one connection"],
      _connection_rows),
+    ("durable_overhead", "7. Per-cell cost of the durable session (durable − --ephemeral)",
+     ["kernels", "cell", "durable median / p90", "--ephemeral median / p90", "runs (in turns)",
+      "durable − ephemeral (medians)", "median of paired differences",
+      "target: no more than 1 ms per trivial cell"], _durable_rows),
+    ("reconnect", "8. Connection lost during a cell: time to resumed output (durable)",
+     ["kernel", "repeat", "kill at", "last output before kill → kill",
+      "kill → \"Connection lost\" notice", "kill → first resumed output",
+      "largest gap between stdout messages", "reattach attempts", "60 lines exactly once",
+      "exit code", "same shell after", "host processes left after shutdown"],
+     _reconnect_rows),
 ]
 
 #: Figures measured only for some kernels: the others get no row.
-OPTIONAL = {"connections"}
+OPTIONAL = {"connections", "durable_overhead", "reconnect"}
 
 
 def _load_text(meta: dict) -> str:

@@ -1,6 +1,7 @@
 """Benchmark shell_kernel side by side with ipykernel and bash_kernel.
 
-    .venv/bin/python bench/run.py [--kernels shell,bash,python3,shell-ssh,sshkernel] [--quick]
+    .venv/bin/python bench/run.py [--kernels shell,bash,python3,shell-ssh,shell-ssh-ephemeral,sshkernel]
+                                  [--quick]
                                   [--out bench/README.md]
 
 Every kernel is driven through a real jupyter_client KernelManager, one
@@ -64,8 +65,16 @@ def guarded(what: str, fn, *args) -> dict:
 def _summary(result: dict) -> str:
     keys = ("error", "median_ms", "p90_ms", "mb_per_s", "complete", "median_s",
             "peak_rss_mb", "bytes_received", "timeout", "ok", "tcp_after", "sessions_after",
-            "logins", "sessions_after_shutdown", "cell_failures")
+            "logins", "sessions_after_shutdown", "cell_failures", "diff_ms",
+            "paired_diff_median_ms", "median_max_gap_s")
     short = {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items() if k in keys}
+    for part in ("durable", "ephemeral"):
+        if isinstance(result.get(part), dict):
+            short[part] = round(result[part]["median_ms"], 3)
+    if "repeats" in result:
+        short["repeats"] = [{k: round(r[k], 3) if isinstance(r.get(k), float) else r.get(k)
+                             for k in ("kill_to_output_s", "max_gap_s", "complete", "exit_code",
+                                       "attempts", "same_shell")} for r in result["repeats"]]
     if "cases" in result:
         short["cases"] = [{k: c.get(k) for k in ("case", "reply_s", "survivors", "works_after", "error")}
                           for c in result["cases"]]
@@ -82,7 +91,9 @@ SESSION_FIGURES = {
 
 
 def figure_keys(profile: KernelProfile) -> list[str]:
-    return [*SESSION_FIGURES, "start"] + (["connections"] if profile.connection_check else [])
+    return ([*SESSION_FIGURES, "start"] + (["connections"] if profile.connection_check else [])
+            + (["durable_overhead"] if profile.ephemeral_twin else [])
+            + (["reconnect"] if profile.reconnect_check else []))
 
 
 def bench_kernel(profile: KernelProfile, settings: figures.Settings, cwd: str, kernel_log,
@@ -146,6 +157,19 @@ def bench_kernel(profile: KernelProfile, settings: figures.Settings, cwd: str, k
     if profile.connection_check:
         results["connections"] = guarded("connections", figures.connections, new_session,
                                          profile, settings, ssh)
+    if profile.ephemeral_twin:
+        twin = KERNELS[profile.ephemeral_twin]
+        if twin.kernelspec in ssh.unavailable:
+            results["durable_overhead"] = {
+                "error": f"kernelspec not available: {ssh.unavailable[twin.kernelspec]}"}
+        else:
+            def new_ephemeral() -> KernelSession:
+                return KernelSession(twin.kernelspec, cwd, kernel_log)
+            results["durable_overhead"] = guarded("durable_overhead", figures.durable_overhead,
+                                                  new_session, new_ephemeral, profile, settings)
+    if profile.reconnect_check:
+        results["reconnect"] = guarded("reconnect", figures.reconnect, new_session, profile,
+                                       settings, ssh)
     return results
 
 

@@ -5,11 +5,14 @@ and the kernelspecs that reach it, all under one temporary directory.
         ...                          # JUPYTER_PATH points at env.prefix
     # sshd stopped (with every session), JUPYTER_PATH restored, files gone
 
-The server is tests/sshd_server.py's SSHServer (imported, not copied). Two
+The server is tests/sshd_server.py's SSHServer (imported, not copied). Three
 kernelspecs go into a private prefix:
 
 - shell-ssh-bench: shell_kernel's SSH backend, installed with shell_kernel's
-  own installer (`--ssh benchhost --ssh-config CFG`);
+  own installer (`--ssh benchhost --ssh-config CFG`): a durable session, the
+  default;
+- shell-ssh-ephemeral-bench: the same with `--ephemeral` added (the shell
+  ends with its connection, as before durable sessions);
 - sshkernel-bench: the PyPI package sshkernel, installed with its own
   installer (`python -m sshkernel install --prefix ...`). sshkernel always
   reads ~/.ssh/config and ~/.ssh/known_hosts, so its kernel process gets a
@@ -29,6 +32,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 ALIAS = "benchhost"
 SHELL_SSH_SPEC = "shell-ssh-bench"
+SHELL_SSH_EPHEMERAL_SPEC = "shell-ssh-ephemeral-bench"
 SSHKERNEL_SPEC = "sshkernel-bench"
 #: The first cell of every sshkernel kernel: it connects (sshkernel does not
 #: connect before it).
@@ -83,8 +87,14 @@ class SSHEnvironment:
         self.server.start()
         self.ssh_config = self.server.write_ssh_config(self.root / "ssh_config", alias=ALIAS)
         self.prefix = self.root / "prefix"
+        ssh_flags = ["--ssh", ALIAS, "--ssh-config", str(self.ssh_config)]
         _run([sys.executable, "-m", "shell_kernel", "install", "--prefix", str(self.prefix),
-              "--name", SHELL_SSH_SPEC, "--ssh", ALIAS, "--ssh-config", str(self.ssh_config)])
+              "--name", SHELL_SSH_SPEC, *ssh_flags])
+        try:
+            _run([sys.executable, "-m", "shell_kernel", "install", "--prefix", str(self.prefix),
+                  "--name", SHELL_SSH_EPHEMERAL_SPEC, *ssh_flags, "--ephemeral"])
+        except Exception as err:  # noqa: BLE001 - reported as that kernel's error
+            self.unavailable[SHELL_SSH_EPHEMERAL_SPEC] = f"{type(err).__name__}: {err}"
         if self.want_sshkernel:
             try:
                 self._install_sshkernel()

@@ -361,6 +361,12 @@ class ShellSession:
                          daemon=True).start()
 
     def _escalate(self, cell: _Cell) -> None:
+        try:
+            self._escalate_once(cell)
+        finally:
+            cell.escalating = False  # a later interrupt of this cell may try again
+
+    def _escalate_once(self, cell: _Cell) -> None:
         """SIGINT, then SIGTERM and SIGKILL to what is left, then a new shell.
 
         The cell's processes are noted first: a child killed by SIGINT leaves
@@ -379,10 +385,22 @@ class ShellSession:
                     return
         except BackendError as err:
             log.warning("interrupt of cell %d failed: %s", cell.seq, err)
-            if cell.done.wait(self.options.interrupt_grace):
-                return
+            if backend.can_reattach and self._wait_reattached(cell):
+                # The same shell, through a new connection: interrupt it now.
+                self._escalate_once(cell)
+            return  # out of reach; the user may interrupt again
         cell.replaced = True
         self._reap_all(backend, info)
+
+    def _wait_reattached(self, cell: _Cell) -> bool:
+        """Wait while a durable session reconnects; True once the cell is in reach."""
+        deadline = time.monotonic() + self.options.reattach_timeout
+        while not cell.done.wait(0.1):
+            if self._alive:
+                return True
+            if time.monotonic() > deadline:
+                break
+        return False
 
     def _wait_cell(self, cell: _Cell, duration: float, backend: Backend, info: ShellInfo,
                    follow_up: bool) -> bool:

@@ -106,6 +106,23 @@ def test_interrupt_after_a_reattach(durable_kernel, server):
     assert wait_until(lambda: not pids_matching("1000.71"))
 
 
+def test_interrupt_while_disconnected_takes_effect_after_reattaching(durable_kernel, server):
+    kernel = durable_kernel()
+    msg_id = kernel.start("sleep 1000.76")
+    time.sleep(0.7)
+    keys = server.authorized_keys_path
+    keys.rename(keys.with_suffix(".away"))
+    server.kill_sessions()
+    time.sleep(0.5)
+    kernel.km.interrupt_kernel()  # nothing can be reached now
+    time.sleep(2)
+    keys.with_suffix(".away").rename(keys)
+    execution = kernel.collect(msg_id, timeout=90)
+    assert execution.reply["content"]["ename"] == "KeyboardInterrupt"
+    assert wait_until(lambda: not pids_matching("1000.76"))
+    assert kernel.ok("echo after") == "after\n"
+
+
 def test_session_gone_on_reconnect(durable_kernel, server):
     kernel = durable_kernel()
     kernel.ok("GONE_VAR=x")
