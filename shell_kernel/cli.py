@@ -133,8 +133,6 @@ def _run_kernel(config, ipykernel_argv: list[str]) -> int:
     import logging
     import os
 
-    from ipykernel.kernelapp import IPKernelApp
-
     log_file = os.environ.get("SHELL_KERNEL_LOG")
     if log_file:  # a debugging aid: the session's decisions, one line each
         handler = logging.FileHandler(log_file)
@@ -143,8 +141,15 @@ def _run_kernel(config, ipykernel_argv: list[str]) -> int:
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
 
+    # The shell starts before ipykernel is even imported (and before it sets
+    # SIGINT to ignored, which a shell started later would inherit).
+    from .launch import ShellLaunch
+    launch = ShellLaunch(config)
+
+    from ipykernel.kernelapp import IPKernelApp
+
     from .kernel import ShellKernel
 
-    ShellKernel.config_for_launch = config
+    ShellKernel.launch = launch
     IPKernelApp.launch_instance(argv=ipykernel_argv, kernel_class=ShellKernel)
     return 0

@@ -18,7 +18,8 @@ from ipykernel.kernelbase import Kernel
 from . import __version__
 from .completion import completion_context, word_at
 from .config import KernelConfig
-from .session import CellResult, SessionError, ShellSession
+from .launch import ShellLaunch
+from .session import CellResult, SessionError
 
 log = logging.getLogger("shell_kernel.kernel")
 
@@ -26,37 +27,25 @@ log = logging.getLogger("shell_kernel.kernel")
 class ShellKernel(Kernel):
     implementation = "shell_kernel"
     implementation_version = __version__
-    #: Set by the launcher before the kernel application creates the kernel.
-    config_for_launch: KernelConfig = KernelConfig()
+    #: Set by the launcher before the kernel application creates the kernel:
+    #: the shell is already starting (see launch.py).
+    launch: ShellLaunch | None = None
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self._config = type(self).config_for_launch
+        # Before a shell starts here (if the launcher did not start one): a
+        # shell started while ipykernel ignores SIGINT could never be interrupted.
+        self._install_sigint_handler()
+        self._launch = type(self).launch or ShellLaunch(KernelConfig())
+        self._session = self._launch.session
         self._output_parent: dict | None = None
         self._display_ids: set[str] = set()
-        self._session = ShellSession(self._config.backend_factory(), self._send_stream,
-                                     self._config.session_options(), self._send_display)
-        self._started = threading.Event()
         self._idle = threading.Event()  # no cell is running
         self._idle.set()
-        # Before the shell starts: ipykernel ignores SIGINT until now, and a
-        # shell started with SIGINT ignored could never be interrupted.
-        self._install_sigint_handler()
-        threading.Thread(target=self._start_shell, name="shell-kernel-start", daemon=True).start()
-
-    # ---------------------------------------------------------------- start
-    def _start_shell(self) -> None:
-        try:
-            self._session.start()
-        except SessionError as err:
-            # The first cell reports it, and tries again (the user may have
-            # fixed known_hosts or the network meanwhile).
-            log.warning("%s", err)
-        finally:
-            self._started.set()
+        self._launch.bind(self._send_stream, self._send_display)
 
     def _wait_started(self) -> None:
-        self._started.wait(self._config.start_timeout + 5)
+        self._launch.wait_started()
 
     @property
     def banner(self) -> str:

@@ -1,0 +1,51 @@
+"""Start the shell as early as possible, before the kernel object exists.
+
+The shell's startup files (a login bash: profile, bashrc) run while Python
+imports ipykernel, instead of after it; the kernel binds its output handlers
+when it is created.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from .config import KernelConfig
+from .session import SessionError, ShellSession
+
+log = logging.getLogger("shell_kernel.launch")
+
+
+class ShellLaunch:
+    def __init__(self, config: KernelConfig):
+        self.config = config
+        self._stream = self._display = None
+        self.session = ShellSession(config.backend_factory(), self._on_stream,
+                                    config.session_options(), self._on_display)
+        self.started = threading.Event()
+        threading.Thread(target=self._start, name="shell-kernel-start", daemon=True).start()
+
+    def _start(self) -> None:
+        try:
+            self.session.start()
+        except SessionError as err:
+            # The first cell reports it, and tries again (the user may have
+            # fixed known_hosts or the network meanwhile).
+            log.warning("%s", err)
+        finally:
+            self.started.set()
+
+    def bind(self, stream, display) -> None:
+        """Where output goes from now on (before this, only startup noise flows)."""
+        self._stream, self._display = stream, display
+
+    def wait_started(self) -> None:
+        self.started.wait(self.config.start_timeout + 5)
+
+    def _on_stream(self, name: str, text: str) -> None:
+        if self._stream is not None:
+            self._stream(name, text)
+
+    def _on_display(self, mime: str, data: bytes, display_id: str) -> None:
+        if self._display is not None:
+            self._display(mime, data, display_id)
