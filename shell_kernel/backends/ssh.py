@@ -201,6 +201,7 @@ class SSHBackend(Backend):
         self._clients: list[paramiko.SSHClient] = []
         self._channel: paramiko.Channel | None = None
         self._side: _SideShell | None = None
+        self._side_lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._closed = threading.Event()
         self._remote_pid: int | None = None
@@ -227,6 +228,10 @@ class SSHBackend(Backend):
                 channel = self.transport.open_session(timeout=CONNECT_TIMEOUT)
                 channel.exec_command("exec " + shlex.join(self._bash_argv))
                 self._start_reader(channel)
+                # Ready before the first interrupt needs it (its login costs
+                # as much as the user's rc files do).
+                threading.Thread(target=self._open_side_quietly, daemon=True,
+                                 name="shell-kernel-ssh-side").start()
         except (paramiko.SSHException, OSError) as err:
             self.close()
             raise BackendError(f"could not start bash on {self._target.describe()}: {err}") from err
@@ -367,13 +372,23 @@ class SSHBackend(Backend):
             except (OSError, paramiko.SSHException) as err:
                 raise BackendError(f"the SSH connection is gone: {err}") from err
 
+    def _side_shell(self) -> _SideShell:
+        with self._side_lock:
+            if self._side is None or not self._side.alive:
+                try:
+                    self._side = _SideShell(self.transport)
+                except (paramiko.SSHException, OSError) as err:
+                    raise BackendError(f"could not open a side channel: {err}") from err
+            return self._side
+
+    def _open_side_quietly(self) -> None:
+        try:
+            self._side_shell()
+        except BackendError as err:
+            log.info("side channel not opened in advance: %s", err)
+
     def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
-        if self._side is None or not self._side.alive:
-            try:
-                self._side = _SideShell(self.transport)
-            except (paramiko.SSHException, OSError, AttributeError) as err:
-                raise BackendError(f"could not open a side channel: {err}") from err
-        return self._side.run(script, args, timeout)
+        return self._side_shell().run(script, args, timeout)
 
     def _drop_connection(self) -> None:
         if self._side is not None:
