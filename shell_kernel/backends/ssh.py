@@ -282,11 +282,19 @@ class SSHBackend(Backend):
         if not self.can_reattach or offsets["stdout"] + offsets["stderr"] < SPOOL_TRIM_BYTES:
             return
         # Only when everything spooled has been delivered (the sizes match),
-        # so no byte is lost; the relay's tail -f follows the truncation.
+        # so no byte is lost. A new relay then reads the files from the start
+        # (rather than trusting tail -f to notice the truncation).
         result = self.side_command(TRIM_SCRIPT, [self.preset_state_dir, str(offsets["stdout"]),
                                                  str(offsets["stderr"])])
         if result.stdout.strip() == "trimmed":
+            old_relay, self._channel = self._channel, None  # its reader ends silently
+            if old_relay is not None:
+                old_relay.close()
             self._offsets = {"stdout": 0, "stderr": 0}
+            try:
+                self._open_relay()
+            except (paramiko.SSHException, OSError) as err:
+                raise BackendError(f"could not reopen the relay: {err}") from err
 
     def _deliver(self, stream: str, data: bytes) -> None:
         self._offsets[stream] += len(data)
