@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
+
+from . import shell
 
 FRAME_START = b"\x1e\x1f"
 FRAME_END = b"\x1f\x1e"
@@ -29,7 +30,7 @@ STREAMS = ("stdout", "stderr")
 def session_script(token: str, snapshot_exports: bool = False,
                    state_dir: str | None = None) -> bytes:
     """The bash code that turns a fresh interactive bash into a session."""
-    body = resources.files("shell_kernel.shell").joinpath("session.bash").read_bytes()
+    body = shell.script("session.bash").encode()
     settings = b"__shell_kernel_token=" + token.encode() + b"\n"
     if state_dir:
         settings += b"__shell_kernel_dir=" + ansi_c_quote(state_dir.encode()) + b"\n"

@@ -14,17 +14,16 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from . import protocol
+from . import protocol, shell
 from .backends import Backend, BackendError, SessionGone, ShellExit
 from .output import Coalescer, DisplaySink, OutputLimit, Sink, StreamDecoder
 
 log = logging.getLogger("shell_kernel.session")
 
-REAP_SCRIPT = resources.files("shell_kernel.shell").joinpath("reap.sh").read_text()
+REAP_SCRIPT = shell.script("reap.sh")
 
 # Reader threads block once this much output waits for the pump: the shell
 # then blocks on its pipe, so memory stays bounded whatever a cell prints.

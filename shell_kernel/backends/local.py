@@ -103,11 +103,10 @@ class LocalBackend(Backend):
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        for pipe in (proc.stdin,):
-            try:
-                pipe.close()
-            except OSError:
-                pass
+        try:
+            proc.stdin.close()  # end-of-file: bash exits
+        except OSError:
+            pass
         try:
             proc.wait(timeout=2)
         except subprocess.TimeoutExpired:

@@ -18,20 +18,18 @@ import time
 
 import paramiko
 
-from importlib import resources
-
 from . import (Backend, BackendError, ExitCallback, OutputCallback, SessionGone, ShellExit,
                SideResult)
+from ..shell import script
 from .ssh_target import SSHTarget, ensure_file_parent
 
 log = logging.getLogger("shell_kernel.ssh")
 
 CONNECT_TIMEOUT = 15.0
 READ_SIZE = 1 << 16
-_SHELL_FILES = resources.files("shell_kernel.shell")
-LAUNCH_SCRIPT = _SHELL_FILES.joinpath("launch.sh").read_text()
-RELAY_SCRIPT = _SHELL_FILES.joinpath("relay.sh").read_text()
-REAP_SCRIPT = _SHELL_FILES.joinpath("reap.sh").read_text()
+LAUNCH_SCRIPT = script("launch.sh")
+RELAY_SCRIPT = script("relay.sh")
+REAP_SCRIPT = script("reap.sh")  # installed on the host for the idle watchdog
 RELAY_SHELL_ENDED = 4  # relay.sh's status when the shell itself has ended
 # A durable session's spool files are emptied between cells once this much
 # of them has been delivered, so the host keeps at most one cell's output.
