@@ -9,10 +9,10 @@ import base64
 import json
 import logging
 import signal
-import sys
 import threading
 import time
 
+from ipykernel import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
 
 from . import __version__
@@ -71,10 +71,18 @@ class ShellKernel(Kernel):
 
     @property
     def kernel_info(self) -> dict:
-        info = super().kernel_info
-        # A shell has neither subshells nor a debugger, whatever the base class finds installed.
-        info["supported_features"] = []
-        return info
+        # Not the base class's: it imports ipykernel.debugger, and with it debugpy
+        # (tens of milliseconds, and a warning in jupyter console), to offer a
+        # debugger; a shell has neither a debugger nor kernel subshells.
+        return {
+            "protocol_version": kernel_protocol_version,
+            "implementation": self.implementation,
+            "implementation_version": self.implementation_version,
+            "language_info": self.language_info,
+            "banner": self.banner,
+            "help_links": self.help_links,
+            "supported_features": [],
+        }
 
     # -------------------------------------------------------------- signals
     def _install_sigint_handler(self) -> None:
@@ -171,6 +179,13 @@ class ShellKernel(Kernel):
         except SessionError as err:
             meta = {"exit_code": None, "duration_s": round(time.monotonic() - started, 6)}
             return self._error_reply("ShellUnavailable", str(err), meta, silent)
+        except Exception as err:  # noqa: BLE001 - every execute_request gets a reply
+            log.exception("running a cell failed")
+            meta = {"exit_code": None, "duration_s": round(time.monotonic() - started, 6)}
+            return self._error_reply(
+                "KernelError", f"shell_kernel failed while running this cell ({type(err).__name__}: "
+                f"{err}). This is a bug; the shell may have lost its state. Please report it "
+                "with the kernel log (set SHELL_KERNEL_LOG=FILE).", meta, silent)
         finally:
             self._idle.set()
         return self._reply_for(result, silent)
@@ -231,11 +246,34 @@ class ShellKernel(Kernel):
             # the sockets still exist (it goes out just after do_execute).
             self._idle.wait(1.0)
             time.sleep(0.05)
-        # ipykernel 7 flushes sys.stdout/stderr on the control thread after
-        # this reply, racing the IOPub thread's own shutdown; when it loses,
-        # the flush waits 10 s and jupyter_client kills the kernel with
-        # SIGTERM. Nothing is left to flush: do not wait long for it.
-        for stream in (sys.stdout, sys.stderr):
-            if hasattr(stream, "flush_timeout"):
-                stream.flush_timeout = 0.2
         return {"status": "ok", "restart": restart}
+
+    async def shutdown_request(self, stream, ident, parent):
+        """ipykernel's, except for when the main loop is stopped.
+
+        ipykernel stops it from inside this handler: the main thread then
+        closes the IOPub thread while the control thread still flushes
+        stdout and publishes "idle" through it, and when it loses that race
+        it blocks for ever and jupyter_client kills the kernel with SIGTERM
+        after 2.5 s. Here the loops stop from the control loop's next turn,
+        once this message is completely handled."""
+        content = await self.do_shutdown(parent["content"]["restart"])
+        self.session.send(stream, "shutdown_reply", content, parent, ident=ident)
+        # The same content, with another msg_id, goes out on IOPub at exit.
+        self._shutdown_message = self.session.msg("shutdown_reply", content, parent)
+        await self._at_shutdown()
+        loops = {self.io_loop}
+        if self.shell_stream is not None:
+            loops.add(self.shell_stream.io_loop)
+        control_loop = self.control_stream.io_loop if self.control_stream else None
+
+        def stop_loops() -> None:
+            for loop in loops - {control_loop}:
+                loop.add_callback(loop.stop)
+            if control_loop is not None:
+                control_loop.stop()
+
+        if control_loop is not None:
+            control_loop.add_callback(stop_loops)
+        else:
+            stop_loops()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Union
 
 from . import shell
 
@@ -19,33 +20,32 @@ FRAME_END = b"\x1f\x1e"
 FIELD_SEP = b"\x1f"
 # A frame is short; anything longer after a start marker is user data.
 MAX_FRAME = 8192
-# Frames of these kinds are followed by a payload of raw bytes, whose length
-# is the frame's last field.
-PAYLOAD_KINDS = ("display", "reply")
-MAX_PAYLOAD = 256 << 20
 
 STREAMS = ("stdout", "stderr")
 
 
-def session_script(token: str, snapshot_exports: bool = False,
-                   state_dir: str | None = None) -> bytes:
-    """The bash code that turns a fresh interactive bash into a session."""
-    body = shell.script("session.bash").encode()
-    settings = b"__shell_kernel_token=" + token.encode() + b"\n"
+def session_script(token: str, snapshot_exports: bool = False, state_dir: str | None = None,
+                   restore: tuple[str, str | None] | None = None) -> bytes:
+    """The bash code that turns a fresh interactive bash into a session.
+
+    restore: (state dir, cwd) of a lost shell whose exported variables and
+    working directory the new one takes over (session.bash checks the
+    directory is private first, and says in its ready frame what it did).
+    """
+    settings = [b"__shell_kernel_token=" + token.encode()]
     if state_dir:
-        settings += b"__shell_kernel_dir=" + ansi_c_quote(state_dir.encode()) + b"\n"
+        settings.append(b"__shell_kernel_dir="
+                        + ansi_c_quote(state_dir.encode(errors="surrogateescape")))
     if snapshot_exports:
-        settings += b"__shell_kernel_snapshot=1\n"
-    return settings + body
-
-
-def restore_script(state_dir: str, cwd: str | None) -> bytes:
-    """Top-level bash that takes over a lost shell's exports and cwd."""
-    exports = ansi_c_quote(state_dir.encode() + b"/exports")
-    script = b"\nif [[ -r " + exports + b" ]]; then builtin source " + exports + b"; fi\n"
-    if cwd:
-        script += b"builtin cd -- " + ansi_c_quote(cwd.encode(errors="surrogateescape")) + b"\n"
-    return script
+        settings.append(b"__shell_kernel_snapshot=1")
+    if restore is not None:
+        restore_dir, cwd = restore
+        settings.append(b"__shell_kernel_restore_dir="
+                        + ansi_c_quote(restore_dir.encode(errors="surrogateescape")))
+        if cwd:
+            settings.append(b"__shell_kernel_restore_cwd="
+                            + ansi_c_quote(cwd.encode(errors="surrogateescape")))
+    return b"\n".join(settings) + b"\n" + shell.script("session.bash").encode()
 
 
 def ansi_c_quote(data: bytes) -> bytes:
@@ -113,24 +113,99 @@ def post_line(seq: int, status: bytes = b"130") -> bytes:
 EXIT_LINE = b"builtin exit 0\n"
 
 
+@dataclass(frozen=True)
+class ReadyFrame:
+    """The session script finished setting up (stdout carries the fields)."""
+    stream: str
+    pid: int | None = None
+    bash_version: str = ""
+    state_dir: str = ""
+    #: What became of a restore request: "", "yes" or "refused" (not private).
+    restored: str = ""
+
+
+@dataclass(frozen=True)
+class EndFrame:
+    """A cell (or a repeat of its post hook) ended; stdout carries status and cwd."""
+    stream: str
+    seq: int
+    status: int | None = None
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class DisplayFrame:
+    """`display` was called; its bytes are in the state directory's file `payload`."""
+    mime: str
+    display_id: str
+    size: int
+    payload: str
+
+
+@dataclass(frozen=True)
+class ReplyFrame:
+    """The answer to a query between cells, in the state directory's file `payload`."""
+    seq: int
+    size: int
+    payload: str
+
+
+@dataclass(frozen=True)
+class UnknownFrame:
+    """A frame with our token that no kind here matches: a bug, logged."""
+    stream: str
+    fields: tuple
+
+
+Frame = Union[ReadyFrame, EndFrame, DisplayFrame, ReplyFrame, UnknownFrame]
+
+
+def parse_frame(stream: str, fields: list) -> Frame:
+    """The typed value of one frame's fields."""
+    kind, rest = fields[0], fields[1:]
+    if kind == "ready" and len(rest) in (0, 4):
+        if not rest:
+            return ReadyFrame(stream)
+        return ReadyFrame(stream, _int_or_none(rest[0]), *rest[1:])
+    if kind == "end" and len(rest) in (1, 3) and rest[0].isdigit():
+        if len(rest) == 1:
+            return EndFrame(stream, int(rest[0]))
+        status = _int_or_none(rest[1])
+        return EndFrame(stream, int(rest[0]), 1 if status is None else status, rest[2])
+    if kind == "display" and len(rest) == 4 and rest[2].isdigit() and _is_payload(rest[3]):
+        return DisplayFrame(rest[0], rest[1], int(rest[2]), rest[3])
+    if kind == "reply" and len(rest) == 3 and rest[0].isdigit() and rest[1].isdigit() \
+            and _is_payload(rest[2]):
+        return ReplyFrame(int(rest[0]), int(rest[1]), rest[2])
+    return UnknownFrame(stream, tuple(fields))
+
+
+def _is_payload(name: str) -> bool:
+    """A payload file's name as session.bash makes it: nothing that could leave the directory."""
+    return re.fullmatch(r"payload\.\d+\.\d+", name) is not None
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 class FrameScanner:
     """Splits one output stream into user data and kernel frames.
 
-    feed() returns a list of events: ("data", bytes) or ("frame", [fields]).
-    A possible frame split across reads is held back until it completes.
+    feed() returns user data as bytes and frames as typed values (parse_frame),
+    in order. A possible frame split across reads is held back until it completes.
     """
 
-    def __init__(self, token: str):
+    def __init__(self, token: str, stream: str = "stdout"):
         self._head = FRAME_START + token.encode() + FIELD_SEP
+        self._stream = stream
         self._pending = b""
-        self._payload_fields: list[str] | None = None
-        self._payload_left = 0
-        self._payload = bytearray()
 
-    def feed(self, data: bytes) -> list[tuple[str, object]]:
-        events: list[tuple[str, object]] = []
-        if self._payload_fields is not None:
-            data = self._take_payload(data, events)
+    def feed(self, data: bytes) -> list[bytes | Frame]:
+        events: list[bytes | Frame] = []
         buf = self._pending + data
         self._pending = b""
         start = 0
@@ -142,43 +217,25 @@ class FrameScanner:
                     self._pending = buf[len(buf) - keep:]
                     buf = buf[: len(buf) - keep]
                 if start < len(buf):
-                    events.append(("data", buf[start:]))
+                    events.append(buf[start:])
                 return events
             end = buf.find(FRAME_END, at + len(self._head))
             if end < 0:
                 if len(buf) - at > MAX_FRAME:
                     # Not a frame after all: release it as data.
-                    events.append(("data", buf[start: at + len(self._head)]))
+                    events.append(buf[start: at + len(self._head)])
                     start = at + len(self._head)
                     continue
                 if at > start:
-                    events.append(("data", buf[start:at]))
+                    events.append(buf[start:at])
                 self._pending = buf[at:]
                 return events
             if at > start:
-                events.append(("data", buf[start:at]))
+                events.append(buf[start:at])
             fields = [f.decode("utf-8", "surrogateescape")
                       for f in buf[at + len(self._head): end].split(FIELD_SEP)]
             start = end + len(FRAME_END)
-            if fields[0] in PAYLOAD_KINDS and fields[-1].isdigit() \
-                    and int(fields[-1]) <= MAX_PAYLOAD:
-                self._payload_fields, self._payload_left = fields[:-1], int(fields[-1])
-                rest = self._take_payload(buf[start:], events)
-                buf, start = rest, 0
-                if self._payload_fields is not None:
-                    return events
-                continue
-            events.append(("frame", fields))
-
-    def _take_payload(self, data: bytes, events: list) -> bytes:
-        """Collect payload bytes; return what follows the payload."""
-        take = data[: self._payload_left]
-        self._payload += take
-        self._payload_left -= len(take)
-        if self._payload_left == 0:
-            events.append(("frame", self._payload_fields + [bytes(self._payload)]))
-            self._payload_fields, self._payload = None, bytearray()
-        return data[len(take):]
+            events.append(parse_frame(self._stream, fields))
 
     def flush(self) -> bytes:
         """Whatever is held back, as data (the stream ended)."""

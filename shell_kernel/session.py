@@ -1,9 +1,9 @@
 """The persistent-shell session: one long-lived bash, driven cell by cell.
 
 This layer frames cells, streams their output, detects their end, reads
-their exit status, interrupts and escalates, and recovers when the shell
-dies. It knows nothing about Jupyter messages or sockets, and reaches the
-shell only through a Backend's verbs.
+their exit status, interrupts and escalates (through shell_kernel.interrupts),
+and recovers when the shell dies. It knows nothing about Jupyter messages or
+sockets, and reaches the shell only through a Backend's verbs.
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Union
 
-from . import protocol, shell
-from .backends import Backend, BackendError, SessionGone, ShellExit
+from . import protocol
+from .backends import (Backend, BackendError, BackendFault, Contained, SessionGone, ShellExit,
+                       describe_error)
+from .interrupts import Escalation, EscalationResult, Outcome, Reaper
+from .options import default, output_limit_bytes
 from .output import Coalescer, DisplaySink, OutputLimit, Sink, StreamDecoder
 
 log = logging.getLogger("shell_kernel.session")
-
-REAP_SCRIPT = shell.script("reap.sh")
 
 # Reader threads block once this much output waits for the pump: the shell
 # then blocks on its pipe, so memory stays bounded whatever a cell prints.
@@ -32,10 +33,11 @@ MAX_QUEUED_BYTES = 8 << 20
 
 @dataclass
 class Options:
-    interrupt_grace: float = 1.0  # seconds between SIGINT and SIGTERM
-    output_limit: int = 64_000_000  # bytes of one cell's output sent to the frontend
-    spill_dir: Path = Path("shell_kernel_output")
-    start_timeout: float = 30.0
+    interrupt_grace: float = default("interrupt_grace")  # seconds between SIGINT and SIGTERM
+    #: bytes of one cell's output sent to the frontend
+    output_limit: int = output_limit_bytes(default("output_limit_mb"))
+    spill_dir: Path = Path(default("spill_dir"))
+    start_timeout: float = default("start_timeout")
     flush_interval: float = 0.05
     #: Keep a copy of the exported variables after every cell, so that a
     #: shell lost with its connection can be followed by one that has them.
@@ -60,7 +62,64 @@ class SessionError(RuntimeError):
 
 
 @dataclass
+class ShellInfo:
+    pid: int
+    bash_version: str
+    state_dir: str
+    restored: str = ""  # see protocol.ReadyFrame
+
+
+# ------------------------------------------------------ events for the pump
+# Every event carries the generation of the shell it is about: events of a
+# replaced shell are dropped.
+@dataclass(frozen=True)
+class Output:
+    generation: int
+    stream: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class FrameSeen:
+    generation: int
+    frame: protocol.Frame
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A line for the running cell's stderr (e.g. reconnect progress)."""
+    generation: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Exited:
+    """The backend's on_exit: the shell ended, or its connection was lost."""
+    generation: int
+    ended: ShellExit
+
+
+@dataclass(frozen=True)
+class CellLost:
+    """The running cell cannot finish (e.g. its durable session is gone)."""
+    generation: int
+    ended: ShellExit
+
+
+@dataclass(frozen=True)
+class Escalated:
+    """The interrupt thread's outcome for one cell."""
+    generation: int
+    seq: int
+    result: EscalationResult
+
+
+Event = Union[Output, FrameSeen, Notice, Exited, CellLost, Escalated]
+
+
+@dataclass
 class _Cell:
+    """A running cell. Its progress fields are the pump thread's."""
     seq: int
     generation: int
     limit: OutputLimit
@@ -68,49 +127,73 @@ class _Cell:
     ended: dict = field(default_factory=lambda: {"stdout": False, "stderr": False})
     status: int | None = None
     cwd: str | None = None
-    interrupted: bool = False
-    escalating: bool = False
     replaced: bool = False
+    given_up: bool = False  # the interrupt could not reach its processes
+    not_sent: bool = False  # the cell never reached the shell
     lost: ShellExit | None = None
     done: threading.Event = field(default_factory=threading.Event)
-
-
-@dataclass
-class ShellInfo:
-    pid: int
-    bash_version: str
-    state_dir: str
+    # Set by interrupt() under the session's _cond.
+    interrupted: bool = False
+    escalating: bool = False
 
 
 class ShellSession:
+    """One persistent shell and the cells run in it.
+
+    Threads, and what each one owns:
+    - the caller (the kernel's request handler; start, run, query, close,
+      serialised by _run_lock): _backend, _info, _seq, _query_seq,
+      _last_cwd; it sets _generation and _scanners under _cond, and waits
+      on a cell's done event.
+    - the backend's reader thread(s): feed the current generation's
+      _scanners (one per stream, fed by one reader at a time) and push
+      events; nothing else.
+    - the pump (_pump): every event, in order; it owns the running cell's
+      progress (output, end frames, status, lost/replaced), _ready_fields,
+      _startup_output, _noise, the decoders and the coalescer, and it is the
+      only thread that sets a cell's done event, except close().
+    - the interrupt thread (one per interrupt): runs an Escalation and
+      pushes its outcome (Escalated); it writes no session state.
+    - the reattach thread (durable backends, connection lost mid-cell):
+      reconnects and reports progress and failure as events.
+    _shell_up (an Event) is set when the shell is ready, cleared when it is
+    lost; _lost (why) is set by the pump with it, and cleared by whichever
+    thread brings the shell back (_restart, _reattach); _attachments counts
+    reattaches. _closing is set once by close(). All may be read anywhere.
+    """
+
     def __init__(self, backend_factory: Callable[[], Backend], sink: Sink,
                  options: Options | None = None, display_sink: DisplaySink | None = None):
         self._backend_factory = backend_factory
         self._sink = sink
         self._display_sink = display_sink
-        self._query_seq = 0
-        self._reply: tuple[int, bytes] | None = None
-        self._reply_ready = threading.Event()
         self.options = options or Options()
-        self._backend: Backend | None = None
-        self._generation = 0
-        self._info: ShellInfo | None = None
-        self._alive = False
-        self._lost: ShellExit | None = None  # why the shell is gone, until replaced
-        self._last_cwd: str | None = None
-        self._closing = False
-        self._seq = 0
-        self._cell: _Cell | None = None
         self._run_lock = threading.Lock()
-        # Events from backend threads to the pump thread.
+        self._closing = False
+        self._shell_up = threading.Event()
+        # caller thread
+        self._backend: Contained | None = None
+        self._info: ShellInfo | None = None
+        self._generation = 0
+        self._seq = 0
+        self._query_seq = 0
+        self._last_cwd: str | None = None
+        self._lost: ShellExit | None = None  # why the shell is gone, until replaced
+        self._attachments = 0  # successful reattaches: an interrupt waits for the next
+        # reader threads -> pump
         self._cond = threading.Condition()
         self._events: collections.deque = collections.deque()
         self._queued = 0
+        self._scanners: dict[str, protocol.FrameScanner] = {}
+        # pump thread
+        self._cell: _Cell | None = None
         self._ready = threading.Event()
         self._ready_fields: dict = {}
         self._startup_output = b""
-        self._scanners: dict[str, protocol.FrameScanner] = {}
         self._noise: protocol.TtyNoiseFilter | None = None
+        self._state_dir = ""  # the ready shell's, where payload files are
+        self._reply: tuple[int, bytes] | None = None  # (query seq, answer)
+        self._reply_ready = threading.Event()
         self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
         self._coalescer = Coalescer(self._sink, interval=self.options.flush_interval)
         self._pump_thread = threading.Thread(target=self._pump, name="shell-kernel-pump", daemon=True)
@@ -132,57 +215,61 @@ class ShellSession:
         exported variables and working directory the new shell takes over.
         """
         token = secrets.token_hex(8)
-        backend = self._backend_factory()
+        try:
+            backend = Contained(self._backend_factory())
+        except Exception as err:  # noqa: BLE001 - e.g. an ssh config that cannot be used
+            raise SessionError(f"Could not start the shell: {_as_text(err)}") from None
         with self._cond:
             self._generation += 1
             generation = self._generation
-            self._scanners = {name: protocol.FrameScanner(token) for name in protocol.STREAMS}
+            self._scanners = {name: protocol.FrameScanner(token, name) for name in protocol.STREAMS}
             self._noise = None
             self._ready.clear()
             self._ready_fields = {}
             self._startup_output = b""
         self._backend = backend
         try:
-            backend.start(
-                lambda stream, data: self._on_output(generation, stream, data),
-                lambda ended: self._push(("exit", generation, ended)),
-            )
+            backend.start(lambda stream, data: self._on_output(generation, stream, data),
+                          lambda ended: self._push(Exited(generation, ended)))
             script = protocol.session_script(token, self.options.snapshot_exports,
-                                             backend.preset_state_dir)
-            if restore is not None:
-                script += protocol.restore_script(*restore)
+                                             backend.preset_state_dir, restore)
             backend.send(b"builtin eval -- " + protocol.ansi_c_quote(script) + b"\n")
         except BackendError as err:
             self._discard_backend(backend)
             raise SessionError(f"Could not start the shell: {err}") from None
-        if not self._ready.wait(self.options.start_timeout) or not self._alive:
+        if not self._ready.wait(self.options.start_timeout) or not self._shell_up.is_set():
             reason = self._ready_fields.get("failed", f"no answer within {self.options.start_timeout:g} s")
             self._discard_backend(backend)
             raise SessionError(
                 f"The {backend.description} bash did not start ({reason}). Check that bash "
                 "is installed and that your shell startup files finish without waiting for input; "
                 "the 'clean' option starts bash without them.")
-        fields = self._ready_fields
-        self._info = ShellInfo(int(fields["pid"]), fields["version"], fields["dir"])
+        ready: protocol.ReadyFrame = self._ready_fields["stdout"]
+        self._info = ShellInfo(ready.pid or 0, ready.bash_version, ready.state_dir, ready.restored)
         with self._cond:
             self._noise = protocol.TtyNoiseFilter(self._info.pid)
         log.info("shell ready: pid %s, bash %s, state dir %s",
                  self._info.pid, self._info.bash_version, self._info.state_dir)
         return self._info
 
-    def _discard_backend(self, backend: Backend) -> None:
-        self._alive = False
+    def _discard_backend(self, backend: Contained) -> None:
+        self._shell_up.clear()
         try:
             backend.close()
-        except Exception:  # noqa: BLE001 - cleanup of a failed start must not mask its error
+        except BackendError:
             log.debug("closing a failed backend", exc_info=True)
+
+    def _reaper(self) -> Reaper | None:
+        if self._backend is None or self._info is None:
+            return None
+        return Reaper(self._backend, self._info.pid, self._info.state_dir)
 
     # ------------------------------------------------------------- run cells
     def run(self, code: str) -> CellResult:
         with self._run_lock:
             if self._closing:
                 raise SessionError("The kernel is shutting down.")
-            if not self._alive:
+            if not self._shell_up.is_set():
                 notice = self._restart()
                 if notice:
                     self._sink("stderr", f"[shell_kernel] {notice}\n")
@@ -194,17 +281,19 @@ class ShellSession:
             if prepared.removed_nul:
                 self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "
                            "(bash cannot hold them in a command).\n")
-            log.debug("cell %d starts", self._seq + 1)
             with self._cond:
                 self._seq += 1
                 cell = _Cell(self._seq, self._generation,
                              OutputLimit(self.options.output_limit, self.options.spill_dir))
                 self._cell = cell
+            log.debug("cell %d starts", cell.seq)
             try:
                 self._backend.send(protocol.eval_lines(prepared.source, cell.seq))
             except BackendError as err:
-                self._finish_lost(cell, ShellExit(f"could not send the cell: {err}",
-                                                  connection_lost=True))
+                # Never started: for a durable backend the shell itself is fine.
+                cell.not_sent = True
+                self._push(CellLost(cell.generation, ShellExit(
+                    str(err), connection_lost=self._backend.can_reattach)))
             while not cell.done.wait(0.5):
                 pass
             with self._cond:
@@ -224,6 +313,10 @@ class ShellSession:
         if cell.replaced:
             what = ("The shell did not stop after SIGINT, SIGTERM and SIGKILL to this cell's "
                     "processes (it ignores SIGINT, e.g. after trap '' INT), so it was replaced.")
+        elif cell.not_sent:
+            what = f"This cell did not run: it could not be sent to the shell ({lost.reason})."
+        elif cell.given_up:
+            what = f"This cell could not be interrupted ({lost.reason}), so its shell was given up."
         elif lost.connection_lost:
             what = (f"{lost.reason[:1].upper()}{lost.reason[1:]} while this cell ran: its "
                     "remaining output and its exit status are unknown.")
@@ -247,7 +340,7 @@ class ShellSession:
     def _restart(self) -> str:
         """Replace a shell that ended; say, for the user, what was lost."""
         lost = self._lost or ShellExit("it was not running")
-        old_backend, old_info = self._backend, self._info
+        old_backend, old_reaper, old_info = self._backend, self._reaper(), self._info
         if lost.connection_lost and old_backend is not None and old_backend.can_reattach:
             try:
                 # Said as it happens, on the stderr of the cell that waits for it.
@@ -257,8 +350,8 @@ class ShellSession:
                 lost = ShellExit(f"the remote session is gone: {err}")
             self._lost = lost
         if old_backend is not None:
-            if not lost.connection_lost:
-                self._reap_all(old_backend, old_info)
+            if not lost.connection_lost and old_reaper is not None:
+                old_reaper.stop_everything()
             self._discard_backend(old_backend)
         restore = None
         if lost.connection_lost and old_info is not None:
@@ -270,9 +363,16 @@ class ShellSession:
         if restore is None:
             return ("A new shell was started: the working directory, variables, functions, "
                     "aliases and background jobs of the old shell are gone.")
-        # The old shell may live on at the far end: stop it and remove its files.
-        self._reap_all(self._backend, old_info)
         where = f" ({self._last_cwd})" if self._last_cwd else ""
+        if self._info.restored == "refused":
+            # Not ours (any more): neither trusted nor touched.
+            return (f"The old shell was lost with the connection ({lost.reason}). Reconnected "
+                    f"with a new shell in the same working directory{where}, but its exported "
+                    f"variables were NOT restored: the old shell's directory {old_info.state_dir} "
+                    "is not private to you any more (owned by another user or writable by "
+                    "others), so nothing in it was trusted. Set your variables again.")
+        # The old shell may live on at the far end: stop it and remove its files.
+        Reaper(self._backend, old_info.pid, old_info.state_dir).stop_everything()
         return (f"The old shell was lost with the connection ({lost.reason}). Reconnected with "
                 f"a new shell: its working directory{where} and exported variables were "
                 "restored; plain variables, functions, aliases, shell options and background "
@@ -282,7 +382,8 @@ class ShellSession:
     def _reattach(self, notice: Callable[[str], None]) -> None:
         """Reconnect to the same durable shell, retrying with backoff.
 
-        Raises SessionGone, or SessionError once options.reattach_timeout is spent."""
+        Raises SessionGone, or SessionError once options.reattach_timeout is
+        spent or the backend fails in a way no retry mends (BackendFault)."""
         backend = self._backend
         deadline = time.monotonic() + self.options.reattach_timeout
         delay, attempt = 0.5, 0
@@ -294,6 +395,8 @@ class ShellSession:
                 backend.reattach()
             except SessionGone:
                 raise
+            except BackendFault as err:
+                raise SessionError(f"Could not reconnect: {err}.") from None
             except BackendError as err:
                 if time.monotonic() + delay > deadline:
                     raise SessionError(f"Could not reconnect within "
@@ -302,22 +405,22 @@ class ShellSession:
                 time.sleep(delay)
                 delay = min(delay * 2, 15.0)
                 continue
-            self._alive = True
             self._lost = None
+            self._attachments += 1
+            self._shell_up.set()
             notice("[shell_kernel] Reconnected: same shell, output resumes where it stopped.\n")
             return
 
-    def _reattach_during_cell(self, cell: _Cell, ended: ShellExit) -> None:
-        generation = self._generation
-        notice = lambda text: self._push(("notice", generation, text))  # noqa: E731
+    def _reattach_during_cell(self, generation: int, ended: ShellExit) -> None:
+        notice = lambda text: self._push(Notice(generation, text))  # noqa: E731
         try:
             self._reattach(notice)
         except SessionGone as err:
-            self._push(("lost", generation, ShellExit(
+            self._push(CellLost(generation, ShellExit(
                 f"the remote session is gone ({err}): the host may have rebooted or the "
                 "session was reaped")))
         except SessionError as err:
-            self._push(("lost", generation, ShellExit(
+            self._push(CellLost(generation, ShellExit(
                 f"{ended.reason}. {err} The shell may still be running there; the next cell "
                 "tries again", connection_lost=True)))
 
@@ -327,18 +430,20 @@ class ShellSession:
         if not self._run_lock.acquire(timeout=timeout):
             return None
         try:
-            if not self._alive or self._closing:
+            if not self._shell_up.is_set() or self._closing:
                 return None
             self._query_seq += 1
             seq = self._query_seq
             self._reply_ready.clear()
             self._backend.send(protocol.query_line(seq, what, text))
             deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and self._alive:
+            while time.monotonic() < deadline and self._shell_up.is_set():
                 if self._reply_ready.wait(0.1) and self._reply and self._reply[0] == seq:
                     return self._reply[1].decode("utf-8", "replace")
             log.warning("query %s got no answer within %g s; interrupting it", what, timeout)
-            self._reap(self._backend, self._info, "cell", "INT")
+            reaper = self._reaper()
+            if reaper is not None:
+                reaper.signal_cell("INT")
             return None
         except BackendError as err:
             log.warning("query %s failed: %s", what, err)
@@ -356,94 +461,56 @@ class ShellSession:
                 return
             cell.escalating = True
             cell.interrupted = True
-        threading.Thread(target=self._escalate, args=(cell,), name="shell-kernel-interrupt",
-                         daemon=True).start()
+        threading.Thread(target=self._interrupt_cell, args=(cell,),
+                         name="shell-kernel-interrupt", daemon=True).start()
 
-    def _escalate(self, cell: _Cell) -> None:
+    def _interrupt_cell(self, cell: _Cell) -> None:
         try:
-            self._escalate_once(cell)
+            result = self._escalate(cell)
+            if result.outcome is Outcome.REPLACE:
+                self._push(Escalated(cell.generation, cell.seq, result))
+                self._reaper().stop_everything()  # the shell's end then ends the cell
+            elif result.outcome is Outcome.UNREACHABLE:
+                log.warning("interrupt of cell %d failed: %s", cell.seq, result.error)
+                self._push(Escalated(cell.generation, cell.seq, result))
         finally:
-            cell.escalating = False  # a later interrupt of this cell may try again
+            with self._cond:
+                cell.escalating = False  # a later interrupt of this cell may try again
 
-    def _escalate_once(self, cell: _Cell) -> None:
-        """SIGINT, then SIGTERM and SIGKILL to what is left, then a new shell.
+    def _escalate(self, cell: _Cell) -> EscalationResult:
+        attachments = self._attachments
+        backend, reaper = self._backend, self._reaper()
+        result = Escalation(reaper, lambda: backend.send(protocol.post_line(cell.seq)),
+                            cell.done.wait, self.options.interrupt_grace).run()
+        if result.outcome is Outcome.UNREACHABLE and backend.can_reattach \
+                and self._wait_reattached(cell, attachments):
+            # The same shell, through a new connection: interrupt it now.
+            return self._escalate(cell)
+        return result
 
-        The cell's processes are noted first: a child killed by SIGINT leaves
-        its own children to init, outside the shell's tree, and they must
-        not escape the SIGTERM/SIGKILL that follows the grace period.
-        """
-        backend, info = self._backend, self._info
-        try:
-            noted = self._reap(backend, info, "tree", "-")
-            phases = [("INT", self.options.interrupt_grace), ("TERM", 0.3), ("KILL", 0.7)]
-            for signal_name, duration in phases:
-                self._reap(backend, info, "cell", signal_name, noted)
-                backend.send(protocol.post_line(cell.seq))
-                if self._wait_cell(cell, duration, backend, info, follow_up=signal_name != "INT"):
-                    self._reap_leftovers(backend, info, noted)
-                    return
-        except BackendError as err:
-            log.warning("interrupt of cell %d failed: %s", cell.seq, err)
-            if backend.can_reattach and self._wait_reattached(cell):
-                # The same shell, through a new connection: interrupt it now.
-                self._escalate_once(cell)
-            return  # out of reach; the user may interrupt again
-        cell.replaced = True
-        self._reap_all(backend, info)
-
-    def _wait_reattached(self, cell: _Cell) -> bool:
-        """Wait while a durable session reconnects; True once the cell is in reach."""
+    def _wait_reattached(self, cell: _Cell, attachments: int) -> bool:
+        """Wait while a durable session reconnects; True once it did, with the
+        cell still running. A side channel that failed on a live connection
+        is treated as a dropped connection, so that the session reconnects."""
+        if self._shell_up.is_set() and not cell.done.is_set():
+            self._push(Exited(cell.generation, ShellExit(
+                "the side channel failed", connection_lost=True)))
         deadline = time.monotonic() + self.options.reattach_timeout
         while not cell.done.wait(0.1):
-            if self._alive:
+            if self._attachments != attachments and self._shell_up.is_set():
                 return True
             if time.monotonic() > deadline:
                 break
         return False
 
-    def _wait_cell(self, cell: _Cell, duration: float, backend: Backend, info: ShellInfo,
-                   follow_up: bool) -> bool:
-        """Wait for the cell to end. With follow_up, keep sending SIGINT: a
-        shell whose child was killed by SIGTERM/SIGKILL goes on with the next
-        command, and only a child dying of SIGINT makes it abandon the line."""
-        deadline = time.monotonic() + duration
-        while not cell.done.wait(0.05 if follow_up else duration):
-            if time.monotonic() >= deadline:
-                return False
-            self._reap(backend, info, "cell", "INT")
-        return True
-
-    def _reap_leftovers(self, backend: Backend, info: ShellInfo, noted: list[str]) -> None:
-        """The cell is over; what is left of its processes gets SIGTERM, then SIGKILL."""
-        if not noted:
-            return
-        time.sleep(min(self.options.interrupt_grace, 0.5))
-        if self._reap(backend, info, "orphans", "TERM", noted):
-            time.sleep(0.3)
-            self._reap(backend, info, "orphans", "KILL", noted)
-
-    def _reap(self, backend: Backend, info: ShellInfo, mode: str, signal_name: str,
-              pids: list[str] = ()) -> list[str]:
-        result = backend.side_command(REAP_SCRIPT, [mode, signal_name, str(info.pid),
-                                                    info.state_dir, *pids])
-        log.debug("reap %s %s: %s", mode, signal_name, result.stdout.strip())
-        return result.stdout.split()
-
-    def _reap_all(self, backend: Backend, info: ShellInfo | None) -> None:
-        if info is None:
-            return
-        try:
-            backend.side_command(REAP_SCRIPT, ["all", "-", str(info.pid), info.state_dir], timeout=10)
-        except BackendError as err:
-            log.warning("could not clean up the shell's processes: %s", err)
-
     # -------------------------------------------------------------- shutdown
     def close(self) -> None:
         """Stop every process of the session and remove its state directory."""
         self._closing = True
-        backend = self._backend
+        backend, reaper = self._backend, self._reaper()
         if backend is not None:
-            self._reap_all(backend, self._info)
+            if reaper is not None:
+                reaper.stop_everything()
             self._discard_backend(backend)
         with self._cond:
             cell = self._cell
@@ -459,13 +526,13 @@ class ShellSession:
         scanner = self._scanners.get(stream)
         if scanner is None:
             return
-        for kind, value in scanner.feed(data):
-            if kind == "data":
-                self._push(("data", generation, stream, value), len(value))
+        for item in scanner.feed(data):
+            if isinstance(item, bytes):
+                self._push(Output(generation, stream, item), len(item))
             else:
-                self._push(("frame", generation, stream, value))
+                self._push(FrameSeen(generation, item))
 
-    def _push(self, event: tuple, size: int = 0) -> None:
+    def _push(self, event: Event, size: int = 0) -> None:
         with self._cond:
             while self._queued > MAX_QUEUED_BYTES and not self._closing:
                 self._cond.wait(0.5)
@@ -491,25 +558,36 @@ class ShellSession:
                 try:
                     self._handle(event)
                 except Exception:  # noqa: BLE001 - the pump must outlive one bad event
-                    log.exception("while handling %r", event[:3])
+                    log.exception("while handling %s", type(event).__name__)
             self._coalescer.flush_if_due()
 
-    def _handle(self, event: tuple) -> None:
-        kind, generation = event[0], event[1]
-        if generation != self._generation:
+    def _handle(self, event: Event) -> None:
+        handler = self._HANDLERS.get(type(event))
+        if handler is None:
+            log.error("bug: the pump got an unknown event %r", event)
+        elif event.generation == self._generation:
+            handler(self, event)
+
+    def _on_output_event(self, event: Output) -> None:
+        self._handle_data(event.stream, event.data)
+
+    def _on_notice(self, event: Notice) -> None:
+        self._coalescer.add("stderr", event.text)
+
+    def _on_cell_lost(self, event: CellLost) -> None:
+        cell = self._cell
+        if cell is not None and not cell.done.is_set():
+            self._finish_lost(cell, event.ended)
+
+    def _on_escalated(self, event: Escalated) -> None:
+        cell = self._cell
+        if cell is None or cell.seq != event.seq or cell.done.is_set():
             return
-        if kind == "data":
-            self._handle_data(event[2], event[3])
-        elif kind == "notice":
-            self._coalescer.add("stderr", event[2])
-        elif kind == "lost":
-            cell = self._cell
-            if cell is not None and not cell.done.is_set():
-                self._finish_lost(cell, event[2])
-        elif kind == "frame":
-            self._handle_frame(event[2], event[3])
+        if event.result.outcome is Outcome.REPLACE:
+            cell.replaced = True  # the shell's end, which follows, ends the cell
         else:
-            self._handle_exit(event[2])
+            cell.given_up = True
+            self._finish_lost(cell, ShellExit(str(event.result.error)))
 
     def _handle_data(self, stream: str, data: bytes) -> None:
         if not self._ready.is_set():
@@ -527,45 +605,65 @@ class ShellSession:
                 return
         self._coalescer.add(stream, self._decoders[stream].decode(data))
 
-    def _handle_frame(self, stream: str, fields: list) -> None:
-        kind = fields[0] if fields else ""
-        if kind == "display" and len(fields) == 4:
+    def _on_frame(self, event: FrameSeen) -> None:
+        frame = event.frame
+        if isinstance(frame, protocol.DisplayFrame):
             self._coalescer.flush()  # what was printed before the display shows before it
-            if self._display_sink is not None:
-                self._display_sink(fields[1], fields[3], fields[2])
-            return
-        if kind == "reply" and len(fields) == 3:
-            self._reply = (_int_or(fields[1], -1), fields[2])
+            data = self._fetch(frame.payload)
+            if data is None:
+                self._coalescer.add("stderr", "[shell_kernel] display: the data could not be "
+                                    "fetched from the shell's host (see the kernel log).\n")
+            elif self._display_sink is not None:
+                self._display_sink(frame.mime, data, frame.display_id)
+        elif isinstance(frame, protocol.ReplyFrame):
+            self._reply = (frame.seq, self._fetch(frame.payload) or b"")
             self._reply_ready.set()
-            return
-        if kind == "ready":
-            if stream == "stdout" and len(fields) >= 4:
-                self._ready_fields.update(pid=fields[1], version=fields[2], dir=fields[3])
-            self._ready_fields[stream] = True
-            if "stdout" in self._ready_fields and "stderr" in self._ready_fields:
-                self._alive = True
-                self._ready.set()
-            return
+        elif isinstance(frame, protocol.ReadyFrame):
+            self._on_ready(frame)
+        elif isinstance(frame, protocol.EndFrame):
+            self._on_end(frame)
+        else:
+            log.error("bug: a frame of unknown kind %r", frame)
+
+    def _fetch(self, payload: str) -> bytes | None:
+        """The bytes of a payload file the shell wrote (which is then removed)."""
+        try:
+            return self._backend.fetch(f"{self._state_dir}/{payload}")
+        except BackendError as err:
+            log.warning("could not fetch %s: %s", payload, err)
+            return None
+
+    def _on_ready(self, frame: protocol.ReadyFrame) -> None:
+        self._ready_fields[frame.stream] = frame
+        if frame.state_dir:
+            self._state_dir = frame.state_dir
+        if "stdout" in self._ready_fields and "stderr" in self._ready_fields:
+            self._shell_up.set()
+            self._ready.set()
+
+    def _on_end(self, frame: protocol.EndFrame) -> None:
         cell = self._cell
-        if kind != "end" or cell is None or len(fields) < 2 or fields[1] != str(cell.seq):
+        if cell is None or frame.seq != cell.seq:
             return  # the repeat of an earlier cell's end, after an interrupt
-        if stream == "stdout" and len(fields) >= 4:
-            cell.status = _int_or(fields[2], 1)
-            cell.cwd = fields[3]
-        if stream == "stderr" and self._noise is not None:
+        if frame.stream == "stdout" and frame.status is not None:
+            cell.status, cell.cwd = frame.status, frame.cwd
+        if frame.stream == "stderr" and self._noise is not None:
             self._coalescer.add("stderr", self._decoders["stderr"].decode(self._noise.flush()))
-        cell.ended[stream] = True
+        cell.ended[frame.stream] = True
         if cell.ended["stdout"] and cell.ended["stderr"]:
             self._end_cell(cell)
 
-    def _handle_exit(self, ended: ShellExit) -> None:
-        self._alive = False
+    def _on_exited(self, event: Exited) -> None:
+        ended = event.ended
+        if self._lost is not None and not self._shell_up.is_set():
+            return  # already lost: a second report of the same end
+        self._shell_up.clear()
         self._lost = ended
         cell = self._cell
         if (ended.connection_lost and self._backend.can_reattach and not self._closing
                 and self._ready.is_set() and cell is not None and not cell.done.is_set()):
             # The shell and its cell carry on at the far end: get them back.
-            threading.Thread(target=self._reattach_during_cell, args=(cell, ended),
+            threading.Thread(target=self._reattach_during_cell, args=(event.generation, ended),
                              name="shell-kernel-reattach", daemon=True).start()
             return
         if not self._ready.is_set():
@@ -575,9 +673,17 @@ class ShellSession:
             return
         for stream, scanner in self._scanners.items():
             self._handle_data(stream, scanner.flush())
-        cell = self._cell
         if cell is not None and not cell.done.is_set():
             self._finish_lost(cell, ended)
+
+    _HANDLERS = {
+        Output: _on_output_event,
+        FrameSeen: _on_frame,
+        Notice: _on_notice,
+        Exited: _on_exited,
+        CellLost: _on_cell_lost,
+        Escalated: _on_escalated,
+    }
 
     def _finish_lost(self, cell: _Cell, ended: ShellExit) -> None:
         cell.lost = ended
@@ -590,8 +696,5 @@ class ShellSession:
         cell.done.set()
 
 
-def _int_or(text: str, default: int) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        return default
+def _as_text(err: BaseException) -> str:
+    return str(err) if isinstance(err, (BackendError, ValueError)) and str(err) else describe_error(err)

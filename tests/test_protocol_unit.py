@@ -15,12 +15,12 @@ def scan_in_pieces(data: bytes, cut: int):
     scanner = protocol.FrameScanner(TOKEN)
     events = scanner.feed(data[:cut]) + scanner.feed(data[cut:])
     merged, text = [], b""
-    for kind, value in events:
-        if kind == "data":
-            text += value
+    for event in events:
+        if isinstance(event, bytes):
+            text += event
         else:
             merged.append(("data", text))
-            merged.append(("frame", value))
+            merged.append(("frame", event))
             text = b""
     merged.append(("data", text + scanner.flush()))
     return merged
@@ -30,17 +30,18 @@ def scan_in_pieces(data: bytes, cut: int):
 def test_frame_scanner_finds_frames_split_anywhere(cut):
     data = b"before" + FRAME + b"after\x1e"
     assert scan_in_pieces(data, cut) == [
-        ("data", b"before"), ("frame", ["end", "7", "0", "/tmp"]), ("data", b"after\x1e")]
+        ("data", b"before"), ("frame", protocol.EndFrame("stdout", 7, 0, "/tmp")),
+        ("data", b"after\x1e")]
 
 
 def test_frame_scanner_ignores_other_tokens_and_overlong_frames():
     scanner = protocol.FrameScanner(TOKEN)
     fake = b"\x1e\x1fffffffffffffffff\x1fend\x1f1\x1f\x1e"
-    assert b"".join(v for _, v in scanner.feed(fake)) + scanner.flush() == fake
+    assert b"".join(scanner.feed(fake)) + scanner.flush() == fake
     head = b"\x1e\x1f" + TOKEN.encode() + b"\x1f"
     flood = head + b"x" * (protocol.MAX_FRAME + 10)
     events = scanner.feed(flood)
-    assert b"".join(v for k, v in events if k == "data") + scanner.flush() == flood
+    assert b"".join(e for e in events if isinstance(e, bytes)) + scanner.flush() == flood
 
 
 @pytest.mark.parametrize("text", [

@@ -7,8 +7,12 @@ A backend knows nothing of cells, frames or Jupyter. The session layer
 from __future__ import annotations
 
 import abc
+import logging
+import threading
 from dataclasses import dataclass
 from typing import Callable
+
+log = logging.getLogger("shell_kernel.backends")
 
 OutputCallback = Callable[[str, bytes], None]  # ("stdout" | "stderr", data)
 
@@ -39,34 +43,62 @@ class SessionGone(BackendError):
     """A durable session could not be found again (host rebooted, session reaped)."""
 
 
+class BackendFault(BackendError):
+    """A verb failed in a way no retry will mend: a bug, or a configuration
+    the backend cannot use. The message names the verb and the error."""
+
+
 class Backend(abc.ABC):
+    """A bash somewhere, and the bytes to and from it: a handful of verbs.
+
+    The session (shell_kernel.session) calls the verbs from its caller thread
+    (start, send, before_cell, reattach, close) and its interrupt thread
+    (side_command, send); a backend serialises what needs it. Every verb
+    raises BackendError, with a message for the user, when it cannot do its
+    job; the session treats any other exception the same way (see Contained).
+    """
+
     #: Shown to the user in banners and messages, e.g. "local" or "ssh alice@db1".
     description = "shell"
     #: A durable backend's shell outlives its connection: after a
     #: connection_lost exit, reattach() can resume the same shell.
     can_reattach = False
-    #: Where a durable backend keeps the session's files (made before bash starts).
+    #: Where the session's files go, when the backend makes the directory
+    #: before bash starts (durable SSH, and local for its guard); else bash makes it.
     preset_state_dir: str | None = None
 
     @abc.abstractmethod
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
-        """Start bash; call on_output with its bytes and on_exit once when it ends.
+        """Start bash and the thread(s) that read it.
 
-        Raises BackendError with a message for the user when it cannot."""
+        The reader threads call on_output(stream, bytes) with the shell's
+        output in order, and on_exit(ShellExit) exactly once when the shell
+        ends or its connection is lost, after its last output. A reader that
+        fails reports that as the exit (start_reader does this). Called once
+        per backend object."""
 
     @abc.abstractmethod
     def send(self, data: bytes) -> None:
-        """Write bytes to the shell's standard input."""
+        """Write bytes to the shell's standard input (thread-safe)."""
 
     @abc.abstractmethod
     def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
-        """Run a short POSIX sh script next to the shell (same host), not in it."""
+        """Run a short POSIX sh script next to the shell (same host), not in it.
+
+        Thread-safe; raises BackendError when it fails or takes longer than timeout."""
+
+    @abc.abstractmethod
+    def fetch(self, path: str) -> bytes:
+        """The bytes of a file the shell wrote into its state directory (a
+        display's or a query's payload), which is then removed. Called from
+        the session's pump thread; raises BackendError when it cannot."""
 
     def before_cell(self) -> None:
         """Called while the shell is idle, before each cell: housekeeping."""
 
     def reattach(self) -> None:
-        """Reconnect to the same shell, resuming its output where it stopped.
+        """Reconnect to the same shell, resuming its output where it stopped;
+        the new reader threads then call on_output and (once) on_exit.
 
         Raises SessionGone when the shell no longer exists, BackendError when
         the host cannot be reached."""
@@ -74,4 +106,79 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None:
-        """Release the shell's channels; idempotent."""
+        """Release the shell's channels; idempotent. After it, on_exit may
+        still be called once (as "closed by the kernel")."""
+
+
+def start_reader(name: str, loop: Callable[[], None], on_crash: Callable[[Exception], None]
+                 ) -> threading.Thread:
+    """Run a backend's reader loop in a daemon thread. If the loop raises, the
+    error goes to on_crash (which reports it as the shell's exit) instead of
+    dying silently with the thread and leaving a cell waiting forever."""
+
+    def run() -> None:
+        try:
+            loop()
+        except Exception as err:  # noqa: BLE001 - reported to the session, not lost
+            log.exception("the %s thread failed", name)
+            on_crash(err)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def describe_error(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+
+
+class Contained:
+    """The session's view of a backend: the same verbs, but an exception that
+    is not a BackendError (a bug, an unforeseen library error) comes out as a
+    BackendFault, so that every failure takes the session's one error path."""
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+
+    @property
+    def description(self) -> str:
+        return self.backend.description
+
+    @property
+    def can_reattach(self) -> bool:
+        return self.backend.can_reattach
+
+    @property
+    def preset_state_dir(self) -> str | None:
+        return self.backend.preset_state_dir
+
+    def _call(self, verb: str, *args, **kwargs):
+        try:
+            return getattr(self.backend, verb)(*args, **kwargs)
+        except BackendError:
+            raise
+        except Exception as err:  # noqa: BLE001 - contained: becomes the session's error path
+            log.exception("the %s backend's %s failed", self.backend.description, verb)
+            raise BackendFault(f"the {self.backend.description} backend failed in {verb} "
+                               f"({describe_error(err)})") from err
+
+    def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
+        self._call("start", on_output, on_exit)
+
+    def send(self, data: bytes) -> None:
+        self._call("send", data)
+
+    def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
+        return self._call("side_command", script, args, timeout=timeout)
+
+    def fetch(self, path: str) -> bytes:
+        return self._call("fetch", path)
+
+    def before_cell(self) -> None:
+        self._call("before_cell")
+
+    def reattach(self) -> None:
+        self._call("reattach")
+
+    def close(self) -> None:
+        self._call("close")

@@ -3,14 +3,43 @@
 from __future__ import annotations
 
 import os
+import secrets
 import selectors
+import shutil
 import signal
 import subprocess
 import threading
 
-from . import Backend, BackendError, ExitCallback, OutputCallback, ShellExit, SideResult
+from .. import shell
+from . import (Backend, BackendError, ExitCallback, OutputCallback, ShellExit, SideResult,
+               describe_error, start_reader)
 
 READ_SIZE = 1 << 16
+GUARD_SCRIPT = shell.script("guard.sh")
+REAP_SCRIPT = shell.script("reap.sh")
+
+
+def _default_signals() -> None:
+    """In the shell's process, before exec: every signal at its default and
+    none blocked, whatever the kernel inherited. A kernel started by
+    `jupyter lab &` in a script ignores SIGINT; an ignored signal stays
+    ignored across exec, bash cannot undo that, and Stop could then never
+    interrupt a cell (its processes would ignore SIGINT too)."""
+    for sig in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
+def _make_state_dir(tmpdir: str) -> str | None:
+    """The session's private directory (0700, a random name), made before
+    bash starts so that the guard knows it; None if TMPDIR refuses it (bash
+    then tries itself, as session.bash does without one)."""
+    path = os.path.join(tmpdir, "shell_kernel." + secrets.token_hex(8))
+    try:
+        os.mkdir(path, 0o700)
+    except OSError:
+        return None
+    return path
 
 
 class LocalBackend(Backend):
@@ -21,10 +50,12 @@ class LocalBackend(Backend):
         self._argv = [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
         self._env = env
         self._proc: subprocess.Popen | None = None
+        self._guard: subprocess.Popen | None = None
         self._reader: threading.Thread | None = None
         self._send_lock = threading.Lock()
 
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
+        self.preset_state_dir = _make_state_dir((self._env or os.environ).get("TMPDIR") or "/tmp")
         try:
             # A new session: terminal Ctrl-C aimed at the kernel never reaches
             # the shell, and the reaper can find double-forked daemons by sid.
@@ -34,16 +65,24 @@ class LocalBackend(Backend):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                preexec_fn=_default_signals,
                 env=self._env,
                 bufsize=0,
             )
-        except OSError as err:
+            # Its own session too, so that a kill of the kernel's process
+            # group (jupyter_client's) does not take the guard with it.
+            self._guard = subprocess.Popen(
+                ["/bin/sh", "-c", GUARD_SCRIPT, "shell_kernel", REAP_SCRIPT,
+                 str(self._proc.pid), self.preset_state_dir or ""],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except (OSError, subprocess.SubprocessError) as err:
             raise BackendError(f"could not start {self._argv[0]}: {err}") from err
-        self._reader = threading.Thread(
-            target=self._read_loop, args=(self._proc, on_output, on_exit),
-            name="shell-kernel-local-reader", daemon=True,
-        )
-        self._reader.start()
+        proc = self._proc
+        self._reader = start_reader(
+            "shell-kernel-local-reader", lambda: self._read_loop(proc, on_output, on_exit),
+            lambda err: on_exit(ShellExit(f"reading its output failed ({describe_error(err)})")))
 
     @staticmethod
     def _read_loop(proc: subprocess.Popen, on_output: OutputCallback, on_exit: ExitCallback) -> None:
@@ -99,10 +138,28 @@ class LocalBackend(Backend):
             raise BackendError(f"side command failed: {err}") from err
         return SideResult(done.returncode, done.stdout, done.stderr)
 
+    def fetch(self, path: str) -> bytes:
+        try:
+            with open(path, "rb") as payload:
+                data = payload.read()
+            os.unlink(path)
+        except OSError as err:
+            raise BackendError(f"could not read {path}: {err}") from err
+        return data
+
     def close(self) -> None:
+        guard, self._guard = self._guard, None
+        if guard is not None:  # the kernel closes the session: nothing to guard any more
+            guard.kill()
+            guard.wait()
+            guard.stdin.close()
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
+        if proc is not None:
+            self._end_shell(proc)
+        if self.preset_state_dir:  # reap.sh removed it, unless the shell never got going
+            shutil.rmtree(self.preset_state_dir, ignore_errors=True)
+
+    def _end_shell(self, proc: subprocess.Popen) -> None:
         try:
             proc.stdin.close()  # end-of-file: bash exits
         except OSError:

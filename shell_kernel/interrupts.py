@@ -1,0 +1,131 @@
+"""Interrupting a cell: reap.sh's modes as methods, and the escalation that uses them.
+
+Terminal semantics are the model: SIGINT to the cell's processes and the
+shell first (an interactive bash abandons the command line and keeps its
+state); then SIGTERM and SIGKILL to what is left of the cell's process tree;
+and if the shell still does not come back (it ignores SIGINT), it is
+replaced. Everything here runs on the interrupt thread and reaches the
+host only through the backend's side command.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from . import shell
+from .backends import Backend, BackendError
+
+log = logging.getLogger("shell_kernel.interrupts")
+
+REAP_SCRIPT = shell.script("reap.sh")
+
+
+class Reaper:
+    """One shell's processes on its host, through shell/reap.sh.
+
+    Process ids travel as opaque tokens: reap.sh prints them and takes them
+    back, so it may tag them (e.g. with a start time) without Python knowing.
+    """
+
+    def __init__(self, backend: Backend, shell_pid: int, state_dir: str):
+        self._backend = backend
+        self._args = [str(shell_pid), state_dir]
+
+    def _run(self, mode: str, signal_name: str, pids: Sequence[str] = (),
+             timeout: float = 10.0) -> list[str]:
+        result = self._backend.side_command(REAP_SCRIPT, [mode, signal_name, *self._args, *pids],
+                                            timeout=timeout)
+        log.debug("reap %s %s: %s", mode, signal_name, result.stdout.strip())
+        return result.stdout.split()
+
+    def note_tree(self) -> list[str]:
+        """The running cell's processes (not earlier cells' background jobs)."""
+        return self._run("tree", "-")
+
+    def signal_cell(self, signal_name: str, noted: Sequence[str] = ()) -> list[str]:
+        """Signal the cell's processes (and those noted still alive), then SIGINT the shell."""
+        return self._run("cell", signal_name, noted)
+
+    def signal_leftovers(self, signal_name: str, noted: Sequence[str]) -> list[str]:
+        """Signal what is left of the noted processes and their descendants."""
+        return self._run("orphans", signal_name, noted)
+
+    def stop_everything(self) -> None:
+        """Stop every process the session started and remove its state directory.
+        Never raises: it runs on the way out, where a failure can only be logged."""
+        try:
+            self._run("all", "-", timeout=10)
+        except BackendError as err:
+            log.warning("could not clean up the shell's processes: %s", err)
+
+
+class Outcome(enum.Enum):
+    ENDED = "ended"  # the cell ended; what was left of it was reaped
+    REPLACE = "replace"  # the shell ignored SIGINT, SIGTERM and SIGKILL to its cell
+    UNREACHABLE = "unreachable"  # a side command failed: the host is out of reach
+
+
+@dataclass
+class EscalationResult:
+    outcome: Outcome
+    error: BackendError | None = None
+
+
+class Escalation:
+    """SIGINT, then SIGTERM and SIGKILL to what is left, for one running cell.
+
+    resend_post: sends the cell's post-hook line again (the first may have
+    been cut short by the SIGINT). cell_ended(timeout): waits up to timeout
+    seconds for the cell's end; True once it ended.
+    """
+
+    # (signal, seconds to wait for the cell's end after it); SIGINT's wait is the grace.
+    LATER_PHASES = (("TERM", 0.3), ("KILL", 0.7))
+
+    def __init__(self, reaper: Reaper, resend_post: Callable[[], None],
+                 cell_ended: Callable[[float], bool], grace: float):
+        self._reaper = reaper
+        self._resend_post = resend_post
+        self._cell_ended = cell_ended
+        self._grace = grace
+
+    def run(self) -> EscalationResult:
+        """Returns the outcome; never raises BackendError."""
+        try:
+            # Noted first: a child killed by SIGINT leaves its own children to
+            # init, outside the shell's tree, and they must not escape the
+            # SIGTERM/SIGKILL that follows the grace period.
+            noted = self._reaper.note_tree()
+            for signal_name, wait in (("INT", self._grace), *self.LATER_PHASES):
+                self._reaper.signal_cell(signal_name, noted)
+                self._resend_post()
+                if self._wait(wait, follow_up=signal_name != "INT"):
+                    self._reap_leftovers(noted)
+                    return EscalationResult(Outcome.ENDED)
+        except BackendError as err:
+            return EscalationResult(Outcome.UNREACHABLE, err)
+        return EscalationResult(Outcome.REPLACE)
+
+    def _wait(self, duration: float, follow_up: bool) -> bool:
+        """Wait for the cell to end. With follow_up, keep sending SIGINT: a
+        shell whose child was killed by SIGTERM/SIGKILL goes on with the next
+        command, and only a child dying of SIGINT makes it abandon the line."""
+        deadline = time.monotonic() + duration
+        while not self._cell_ended(0.05 if follow_up else duration):
+            if time.monotonic() >= deadline:
+                return False
+            self._reaper.signal_cell("INT")
+        return True
+
+    def _reap_leftovers(self, noted: list[str]) -> None:
+        """The cell is over; what is left of its processes gets SIGTERM, then SIGKILL."""
+        if not noted:
+            return
+        time.sleep(min(self._grace, 0.5))
+        if self._reaper.signal_leftovers("TERM", noted):
+            time.sleep(0.3)
+            self._reaper.signal_leftovers("KILL", noted)

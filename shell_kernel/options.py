@@ -1,0 +1,144 @@
+"""Every kernel option, declared once.
+
+config.py derives from OPTIONS the flags of `install` and `kernel`, the
+KernelConfig fields and the kernelspec argv; session.Options takes its
+defaults from here. Adding an option is adding one entry to OPTIONS.
+
+Nothing from the rest of the package is imported at the top, so that
+session.py can take its defaults from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+SSH_GROUP = "SSH backend"
+SHELL_GROUP = "shell options"
+
+
+@dataclass(frozen=True)
+class KernelOption:
+    """One option: the flag is --NAME with dashes, the config field is NAME.
+
+    A False default makes it a switch (a bare flag, absent when off); any other
+    default makes it take a value, checked and converted by `parse`.
+    """
+
+    name: str
+    default: Any
+    help: str
+    group: str
+    parse: Callable[[str], Any] = str
+    metavar: str | None = None
+    #: Only meaningful with --ssh: giving it without --ssh is a usage error.
+    needs_ssh: bool = False
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def is_switch(self) -> bool:
+        return self.default is False
+
+    @property
+    def full_help(self) -> str:
+        # The default is written once, in the declaration, and shown from there.
+        if self.is_switch or self.default is None:
+            return self.help
+        return f"{self.help} (default: {_shown(self.default)})"
+
+    def add_to(self, group) -> None:
+        """Declare the flag in an argparse parser or argument group."""
+        if self.is_switch:
+            group.add_argument(self.flag, action="store_true", help=self.full_help)
+        else:
+            group.add_argument(self.flag, type=self.parse, default=self.default,
+                               metavar=self.metavar, help=self.full_help)
+
+    def argv(self, value: Any) -> list[str]:
+        """The flags that set this option to value in a kernelspec (none for the default)."""
+        if value == self.default:
+            return []
+        return [self.flag] if self.is_switch else [self.flag, str(value)]
+
+
+def _shown(value: Any) -> str:
+    """A default as --help shows it: 3600.0 as 3600."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _ssh_target(text: str) -> str:
+    from .backends.ssh_target import TargetError, parse_target
+    try:
+        parse_target(text)
+    except TargetError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def _existing_file(text: str) -> str:
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text} is not a file")
+    return str(path.absolute())
+
+
+# In the order the kernelspec argv lists them; --help shows them by group.
+OPTIONS: tuple[KernelOption, ...] = (
+    KernelOption("ssh", None, "run the shell on this host (an ssh config alias works too)",
+                 SSH_GROUP, _ssh_target, "[USER@]HOST[:PORT]"),
+    KernelOption("ssh_config", None,
+                 "ssh config file to use instead of ~/.ssh/config (like ssh -F)",
+                 SSH_GROUP, _existing_file, "FILE", needs_ssh=True),
+    KernelOption("accept_new_host_key", False,
+                 "record the host key in known_hosts on first connection when it is "
+                 "unknown (never when it changed), like StrictHostKeyChecking=accept-new",
+                 SSH_GROUP, needs_ssh=True),
+    KernelOption("ephemeral", False,
+                 "end the remote shell with its connection (default: the shell and its "
+                 "running cell survive a dropped connection and the kernel reattaches)",
+                 SSH_GROUP, needs_ssh=True),
+    KernelOption("clean", False,
+                 "start bash without profile or bashrc (bash --noprofile --norc)", SHELL_GROUP),
+    KernelOption("remote_idle_timeout", 3600.0,
+                 "stop a remote session whose kernel has been gone this long",
+                 SSH_GROUP, _positive, "S"),
+    KernelOption("bash", "bash", "the bash to run", SHELL_GROUP, metavar="PATH"),
+    KernelOption("interrupt_grace", 1.0,
+                 "seconds between SIGINT and SIGTERM/SIGKILL on interrupt",
+                 SHELL_GROUP, _positive, "S"),
+    KernelOption("output_limit_mb", 64.0,
+                 "output of one cell sent to the notebook before the rest goes to a file",
+                 SHELL_GROUP, _positive, "MB"),
+    KernelOption("spill_dir", "shell_kernel_output",
+                 "where output past the limit is saved, relative to the kernel's "
+                 "working directory", SHELL_GROUP, metavar="DIR"),
+    KernelOption("start_timeout", 30.0, "how long the shell may take to start",
+                 SHELL_GROUP, _positive, "S"),
+)
+
+_BY_NAME = {option.name: option for option in OPTIONS}
+
+
+def default(name: str) -> Any:
+    """The declared default of one option, e.g. default("interrupt_grace")."""
+    return _BY_NAME[name].default
+
+
+def output_limit_bytes(output_limit_mb: float) -> int:
+    """--output-limit-mb is in megabytes (10^6 bytes); the session counts bytes."""
+    return int(output_limit_mb * 1_000_000)

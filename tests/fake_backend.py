@@ -1,0 +1,155 @@
+"""A scripted stand-in for bash, to test the session engine in milliseconds.
+
+In the spirit of invoke's `_Dummy(Runner)`: FakeShell implements the Backend
+verbs and answers the lines the session sends the way shell/session.bash
+would (ready frames, a cell's output and its end frames), with output and
+statuses the test chooses. It records every line sent and every reap.sh call.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from shell_kernel.backends import Backend, BackendError, ShellExit, SideResult
+
+TOKEN = re.compile(rb"__shell_kernel_token=([0-9a-f]+)")
+CELL = re.compile(rb"^__shell_kernel_resume ''; builtin eval -- (\$'.*') </dev/null >&61 2>&62$")
+POST = re.compile(rb"__shell_kernel_post (\d+)$")
+
+
+def ansi_c_unquote(word: bytes) -> bytes:
+    """Inverse of protocol.ansi_c_quote, for the escapes it writes."""
+    body, out, i = word[2:-1], bytearray(), 0
+    while i < len(body):
+        if body[i:i + 1] != b"\\":
+            out += body[i:i + 1]
+            i += 1
+        elif body[i + 1:i + 2] == b"x":
+            out.append(int(body[i + 2:i + 4], 16))
+            i += 4
+        else:
+            out += {b"n": b"\n", b"'": b"'", b"\\": b"\\"}[body[i + 1:i + 2]]
+            i += 2
+    return bytes(out)
+
+
+@dataclass
+class CellScript:
+    """What the fake shell does for one cell: output chunks, then its end (unless hang)."""
+    output: list = field(default_factory=list)  # (stream, bytes)
+    status: int = 0
+    cwd: str = "/fake"
+    hang: bool = False  # never ends by itself (until interrupted)
+
+
+class FakeShell(Backend):
+    description = "fake"
+
+    def __init__(self, pid: int = 4242, chunk: int | None = None,
+                 on_cell: Callable[[str], CellScript] | None = None, ignores_sigint: bool = False):
+        self.pid = pid
+        self.chunk = chunk  # deliver output in pieces of this many bytes
+        self.on_cell = on_cell or (lambda source: CellScript())
+        self.ignores_sigint = ignores_sigint
+        self.sent: list[bytes] = []
+        self.side_calls: list[tuple[str, str]] = []  # (reap.sh mode, signal)
+        self.fail_next: dict[str, Exception] = {}  # verb -> raised once
+        self.payloads: dict[str, bytes] = {}  # payload file name -> bytes (see display)
+        self.closed = False
+        self._token = b""
+        self._hung_seq: int | None = None
+        self._pending: CellScript | None = None
+        self._on_output = self._on_exit = None
+        self._exited = threading.Event()
+
+    # ------------------------------------------------------------- helpers
+    def _maybe_fail(self, verb: str) -> None:
+        err = self.fail_next.pop(verb, None)
+        if err is not None:
+            raise err
+
+    def frame(self, *fields: str) -> bytes:
+        return b"\x1e\x1f" + self._token + b"".join(b"\x1f" + f.encode() for f in fields) \
+            + b"\x1f\x1e"
+
+    def emit(self, stream: str, data: bytes) -> None:
+        step = self.chunk or len(data) or 1
+        for at in range(0, len(data), step):
+            self._on_output(stream, data[at:at + step])
+
+    def display(self, mime: str, data: bytes, display_id: str = "") -> bytes:
+        """The frame session.bash writes for `display`, its bytes kept for fetch()."""
+        name = f"payload.{self.pid}.{len(self.payloads) + 1}"
+        self.payloads[name] = data
+        return self.frame("display", mime, display_id, str(len(data)), name)
+
+    def end_cell(self, seq: int, status: int, cwd: str = "/fake") -> None:
+        self.emit("stdout", self.frame("end", str(seq), str(status), cwd))
+        self.emit("stderr", self.frame("end", str(seq)))
+
+    def die(self, ended: ShellExit) -> None:
+        if not self._exited.is_set():
+            self._exited.set()
+            self._on_exit(ended)
+
+    # --------------------------------------------------------------- verbs
+    def start(self, on_output, on_exit) -> None:
+        self._maybe_fail("start")
+        self._on_output, self._on_exit = on_output, on_exit
+
+    def send(self, data: bytes) -> None:
+        self._maybe_fail("send")
+        if self.closed:
+            raise BackendError("the shell is not running")
+        self.sent.append(data)
+        for line in data.rstrip(b"\n").split(b"\n"):
+            self._answer(line)
+
+    def _answer(self, line: bytes) -> None:
+        token = TOKEN.search(line)
+        if token:  # the session script
+            self._token = token.group(1)
+            self.emit("stdout", self.frame("ready", str(self.pid), "5.2-fake", "/fake-state", ""))
+            self.emit("stderr", self.frame("ready"))
+            return
+        cell = CELL.match(line)
+        if cell:
+            script = self.on_cell(ansi_c_unquote(cell.group(1)).decode())
+            self._pending = script
+            return
+        post = POST.search(line)
+        if post:
+            self._post(int(post.group(1)))
+
+    def _post(self, seq: int) -> None:
+        script, self._pending = self._pending, None
+        if script is None:
+            return  # a repeated post line (after an interrupt): SIGINT ends the cell
+        for stream, data in script.output:
+            self.emit(stream, data)
+        if script.hang:
+            self._hung_seq = seq
+        else:
+            self.end_cell(seq, script.status, script.cwd)
+
+    def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
+        self._maybe_fail("side_command")
+        mode, signal_name = args[0], args[1]
+        self.side_calls.append((mode, signal_name))
+        if mode == "cell" and self._hung_seq is not None and not self.ignores_sigint:
+            seq, self._hung_seq = self._hung_seq, None
+            self.end_cell(seq, 130)
+        if mode == "all":
+            self.die(ShellExit("killed by SIGKILL", 137))
+        return SideResult(0, "", "")
+
+    def fetch(self, path: str) -> bytes:
+        self._maybe_fail("fetch")
+        return self.payloads.pop(path.rsplit("/", 1)[-1])
+
+    def close(self) -> None:
+        self.closed = True
+        self.die(ShellExit("closed by the kernel"))

@@ -1,0 +1,370 @@
+"""The session engine driven directly (no kernel, no ZeroMQ): over the scripted
+FakeShell for the engine's own logic, and over LocalBackend with a real bash."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from fake_backend import CellScript, FakeShell
+from shell_kernel import protocol
+from shell_kernel.backends import BackendError, ShellExit
+from shell_kernel.backends import local as local_backend
+from shell_kernel.backends.local import LocalBackend
+from shell_kernel.session import CellResult, Options, SessionError, ShellSession
+
+
+class Recorder:
+    """The session's sinks: stream text and displays, in order."""
+
+    def __init__(self):
+        self.streams: list[tuple[str, str]] = []
+        self.displays: list[tuple[str, bytes, str]] = []
+
+    def stream(self, name: str, text: str) -> None:
+        self.streams.append((name, text))
+
+    def display(self, mime: str, data: bytes, display_id: str) -> None:
+        self.displays.append((mime, data, display_id))
+
+    def text(self, name: str) -> str:
+        return "".join(t for n, t in self.streams if n == name)
+
+
+class Harness:
+    """A ShellSession over backends made by `make`, with every backend kept."""
+
+    def __init__(self, make, **options):
+        self.backends = []
+        self.out = Recorder()
+
+        def factory():
+            backend = make()
+            self.backends.append(backend)
+            return backend
+
+        options = {"interrupt_grace": 0.1, "start_timeout": 10, **options}
+        self.session = ShellSession(factory, self.out.stream, Options(**options), self.out.display)
+
+    @property
+    def backend(self):
+        return self.backends[-1]
+
+    def run_in_thread(self, code: str):
+        box: dict = {}
+        thread = threading.Thread(target=lambda: box.setdefault("result", self.session.run(code)))
+        thread.start()
+        return thread, box
+
+    def wait_running(self) -> None:
+        deadline = time.monotonic() + 10
+        while self.session._cell is None:
+            assert time.monotonic() < deadline, "the cell did not start"
+            time.sleep(0.01)
+
+    def finish(self, thread, box, timeout: float = 20) -> CellResult:
+        thread.join(timeout)
+        assert not thread.is_alive(), "the cell never ended"
+        return box["result"]
+
+
+@pytest.fixture
+def fake():
+    harnesses = []
+
+    def make(**shell_options) -> Harness:
+        harness = Harness(lambda: FakeShell(**shell_options))
+        harness.session.start()
+        harnesses.append(harness)
+        return harness
+
+    yield make
+    for harness in harnesses:
+        harness.session.close()
+
+
+def subsequence(wanted, calls) -> bool:
+    it = iter(calls)
+    return all(any(call == w for call in it) for w in wanted)
+
+
+# ------------------------------------------------------------- fake shell
+def test_cell_output_status_and_cwd(fake):
+    h = fake(on_cell=lambda src: CellScript([("stdout", b"hi\n"), ("stderr", b"oops\n")], 3, "/x"))
+    result = h.session.run("anything")
+    assert (result.exit_code, result.cwd, result.shell_lost) == (3, "/x", None)
+    assert h.out.text("stdout") == "hi\n" and h.out.text("stderr") == "oops\n"
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 7, 13, None])
+def test_frames_split_at_every_byte(fake, chunk):
+    png = b"\x89PNG\r\n\x1a\n\x1e\x1f" + bytes(range(256))
+
+    def cell(source):
+        return CellScript([
+            ("stdout", b"before \xe2\x82"),  # a UTF-8 character split across reads too
+            ("stdout", b"\xac\n"),
+            ("stdout", h.backend.display("image/png", png, "plot")),
+            ("stderr", b"\x1e\x1fnot a frame\n"),
+            ("stdout", b"after"),
+        ], status=7, cwd="/tmp/dir with space")
+
+    h = fake(chunk=chunk, on_cell=cell)
+    result = h.session.run("x")
+    assert (result.exit_code, result.cwd) == (7, "/tmp/dir with space")
+    assert h.out.text("stdout") == "before €\nafter"
+    assert h.out.text("stderr") == "\x1e\x1fnot a frame\n"
+    assert h.out.displays == [("image/png", png, "plot")]
+
+
+def test_cell_source_reaches_the_shell_byte_for_byte(fake):
+    seen = []
+    h = fake(on_cell=lambda src: seen.append(src) or CellScript())
+    code = "echo 'a' \"b\" $'\\x01' \\\nnext line\t\x1b[0m é"
+    h.session.run(code)
+    assert seen == [code]
+
+
+def test_interrupt_escalates_int_term_kill_then_replaces_the_shell(fake):
+    h = fake(ignores_sigint=True, on_cell=lambda src: CellScript(hang=True))
+    first = h.backend
+    thread, box = h.run_in_thread("trap '' INT; while :; do :; done")
+    h.wait_running()
+    h.session.interrupt()
+    result = h.finish(thread, box)
+    assert result.interrupted and "so it was replaced" in result.shell_lost
+    assert subsequence([("tree", "-"), ("cell", "INT"), ("cell", "TERM"), ("cell", "KILL"),
+                        ("all", "-")], first.side_calls)
+    assert first.side_calls.index(("cell", "TERM")) < first.side_calls.index(("cell", "KILL"))
+    assert len(h.backends) == 2
+    h.backend.on_cell = lambda src: CellScript([("stdout", b"ok\n")])
+    assert h.session.run("echo ok").exit_code == 0
+
+
+def test_interrupt_that_sigint_answers_goes_no_further(fake):
+    h = fake(on_cell=lambda src: CellScript([("stdout", b"started\n")], hang=True))
+    thread, box = h.run_in_thread("sleep 100")
+    h.wait_running()
+    h.session.interrupt()
+    result = h.finish(thread, box)
+    assert (result.exit_code, result.interrupted, result.shell_lost) == (130, True, None)
+    assert ("cell", "TERM") not in h.backend.side_calls
+    assert h.out.text("stdout") == "started\n"
+
+
+def test_interrupt_when_idle_is_harmless(fake):
+    h = fake()
+    h.session.interrupt()
+    assert h.backend.side_calls == []
+    assert h.session.run("true").exit_code == 0
+
+
+def test_shell_that_dies_mid_cell(fake):
+    h = fake(on_cell=lambda src: CellScript([("stdout", b"partial\n")], hang=True))
+    thread, box = h.run_in_thread("kill -9 $$")
+    h.wait_running()
+    h.backend.die(ShellExit("killed by SIGKILL", 137))
+    result = h.finish(thread, box)
+    assert result.exit_code == 137
+    assert "ended (killed by SIGKILL)" in result.shell_lost
+    assert "A new shell was started" in result.shell_lost
+    assert h.out.text("stdout") == "partial\n"  # nothing printed before the death is lost
+    assert len(h.backends) == 2
+    h.backend.on_cell = lambda src: CellScript()
+    assert h.session.run("true").exit_code == 0
+
+
+@dataclass(frozen=True)
+class MadeUpEvent:
+    generation: int
+
+
+def test_an_unknown_event_is_a_logged_bug_not_an_exit(fake, caplog):
+    h = fake(on_cell=lambda src: CellScript(hang=True))
+    thread, box = h.run_in_thread("x")
+    h.wait_running()
+    with caplog.at_level(logging.ERROR, logger="shell_kernel.session"):
+        h.session._push(MadeUpEvent(h.session._generation))
+        time.sleep(0.2)
+    assert thread.is_alive(), "an unknown event ended the cell"
+    assert any("unknown event" in r.message for r in caplog.records)
+    h.backend.end_cell(h.session._seq, 0)
+    assert h.finish(thread, box).exit_code == 0
+
+
+# -------------------------------------------- faults at the backend boundary
+def test_start_failure_is_a_session_error_and_the_next_start_works():
+    makes = iter([lambda: FakeShell(), lambda: FakeShell()])
+    h = Harness(lambda: next(makes)())
+    original = FakeShell.start
+
+    def broken_once(self, *args):
+        FakeShell.start = original
+        raise ValueError("injected")
+    FakeShell.start = broken_once
+    try:
+        with pytest.raises(SessionError, match="ValueError: injected"):
+            h.session.start()
+    finally:
+        FakeShell.start = original
+    assert h.session.run("true").exit_code == 0  # the cell starts a new shell
+    h.session.close()
+
+
+@pytest.mark.parametrize("error", [BackendError("pipe closed"), OSError("injected")])
+def test_send_failure_ends_the_cell_with_an_error_and_the_next_cell_works(fake, error):
+    h = fake()
+    h.backend.fail_next["send"] = error
+    result = h.session.run("echo hi")
+    assert result.exit_code != 0 and "could not be sent to the shell" in result.shell_lost
+    assert h.session.run("echo hi").exit_code == 0
+
+
+def test_side_command_failure_during_an_interrupt_ends_the_cell(fake):
+    h = fake(on_cell=lambda src: CellScript(hang=True))
+    h.backend.fail_next["side_command"] = RuntimeError("injected")
+    thread, box = h.run_in_thread("sleep 100")
+    h.wait_running()
+    h.session.interrupt()
+    result = h.finish(thread, box)
+    assert result.interrupted and "could not be interrupted" in result.shell_lost
+    assert "RuntimeError: injected" in result.shell_lost
+    h.backend.on_cell = lambda src: CellScript()
+    assert h.session.run("true").exit_code == 0
+
+
+class DurableFake(FakeShell):
+    can_reattach = True
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.reattaches = 0
+
+    def reattach(self) -> None:
+        self._maybe_fail("reattach")
+        self.reattaches += 1
+
+
+def connection_lost_mid_cell(reattach_fault: Exception):
+    """A durable session whose connection drops while a cell runs, and whose
+    first reattach fails with reattach_fault."""
+    h = Harness(lambda: DurableFake(on_cell=lambda src: CellScript(hang=True)), reattach_timeout=60)
+    h.session.start()
+    thread, box = h.run_in_thread("sleep 100")
+    h.wait_running()
+    h.backend.fail_next["reattach"] = reattach_fault
+    h.backend.die(ShellExit("the SSH connection was lost", connection_lost=True))
+    return h, thread, box
+
+
+def test_reattach_fault_ends_the_cell_at_once():
+    h, thread, box = connection_lost_mid_cell(KeyError("bug"))
+    result = h.finish(thread, box, timeout=10)  # not after the 60 s reattach timeout
+    assert "Could not reconnect" in result.shell_lost and "KeyError" in result.shell_lost
+    h.session.close()
+
+
+def test_transient_reattach_failure_is_retried_and_the_cell_goes_on():
+    h, thread, box = connection_lost_mid_cell(BackendError("connection refused"))
+    deadline = time.monotonic() + 10
+    while h.backend.reattaches == 0:
+        assert time.monotonic() < deadline, "never reattached"
+        time.sleep(0.05)
+    h.backend.emit("stdout", b"done\n")
+    h.backend.end_cell(h.session._seq, 0)
+    result = h.finish(thread, box)
+    assert (result.exit_code, result.shell_lost) == (0, None)
+    assert "Reconnected" in h.out.text("stderr") and h.out.text("stdout") == "done\n"
+    h.session.close()
+
+
+# --------------------------------------------------------- real local bash
+@pytest.fixture
+def local(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    harness = Harness(lambda: LocalBackend(clean=True), interrupt_grace=0.3,
+                      spill_dir=tmp_path / "spill")
+    harness.session.start()
+    yield harness
+    harness.session.close()
+
+
+def test_local_cell_and_status(local):
+    result = local.session.run("cd /; echo out; echo err >&2; (exit 4)")
+    assert (result.exit_code, result.cwd) == (4, "/")
+    assert local.out.text("stdout") == "out\n" and local.out.text("stderr") == "err\n"
+
+
+def test_local_interrupt_with_sigint(local):
+    thread, box = local.run_in_thread("echo started; sleep 100")
+    local.wait_running()
+    time.sleep(0.3)
+    local.session.interrupt()
+    result = local.finish(thread, box)
+    assert (result.exit_code, result.interrupted, result.shell_lost) == (130, True, None)
+    assert local.session.run("echo $((1+1))").exit_code == 0
+
+
+def test_local_shell_ignoring_sigint_is_replaced(local):
+    local.session.run("x=kept")
+    thread, box = local.run_in_thread("trap '' INT; while :; do :; done")
+    local.wait_running()
+    time.sleep(0.2)
+    local.session.interrupt()
+    result = local.finish(thread, box)
+    assert result.interrupted and "so it was replaced" in result.shell_lost
+    assert local.session.run("echo ${x-gone}").exit_code == 0
+    assert local.out.text("stdout").endswith("gone\n")
+
+
+def test_local_shell_that_dies_mid_cell(local):
+    result = local.session.run("echo before; kill -9 $$")
+    assert result.exit_code == 137 and "killed by SIGKILL" in result.shell_lost
+    assert local.out.text("stdout") == "before\n"
+    assert local.session.run("true").exit_code == 0
+
+
+class ReadFailsOnce:
+    """os, except that read() raises once: a reader thread that crashes."""
+
+    def __init__(self):
+        self.armed = True
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def read(self, fd, size):
+        if self.armed:
+            self.armed = False
+            raise OSError(5, "injected read failure")
+        return os.read(fd, size)
+
+
+def test_local_reader_crash_ends_the_cell_and_the_next_cell_works(local, monkeypatch):
+    monkeypatch.setattr(local_backend, "os", ReadFailsOnce())
+    thread, box = local.run_in_thread("echo hi; sleep 0.2")
+    result = local.finish(thread, box, timeout=10)
+    assert result.exit_code != 0 and "reading its output failed" in result.shell_lost
+    assert "injected read failure" in result.shell_lost
+    assert local.session.run("echo again").exit_code == 0
+    assert local.out.text("stdout").endswith("again\n")
+
+
+def test_local_frames_survive_any_split(local):
+    # A frame-like prefix printed by the user must pass through as data.
+    result = local.session.run(r"printf '\036\037%s\037end\0371\0370\037/\037\036\n' nottoken")
+    assert result.exit_code == 0
+    assert local.out.text("stdout") == "\x1e\x1fnottoken\x1fend\x1f1\x1f0\x1f/\x1f\x1e\n"
+
+
+def test_protocol_frames_are_typed():
+    scanner = protocol.FrameScanner("ab", "stdout")
+    events = scanner.feed(b"\x1e\x1fab\x1fready\x1f12\x1f5.2\x1f/d\x1fyes\x1f\x1e"
+                          b"\x1e\x1fab\x1fwhat\x1f1\x1f\x1e")
+    assert events == [protocol.ReadyFrame("stdout", 12, "5.2", "/d", "yes"),
+                      protocol.UnknownFrame("stdout", ("what", "1"))]
