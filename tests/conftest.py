@@ -108,3 +108,17 @@ def start_kernel(jupyter_prefix, tmp_path):
     yield start
     for harness in started:
         harness.shutdown()
+
+
+@pytest.fixture
+def ssh_kernel(jupyter_prefix, start_kernel, tmp_path):
+    """Install a kernelspec for an ssh config and start a kernel from it."""
+    counter = [0]
+
+    def start(config: Path, alias: str = "testhost", flags=(), **env):
+        counter[0] += 1
+        name = f"shell-ssh-case-{os.getpid()}-{counter[0]}"
+        install_spec(jupyter_prefix, name, ["--ssh", alias, "--ssh-config", str(config), *flags])
+        return start_kernel(name, **env)
+
+    return start

@@ -15,20 +15,6 @@ from harness import pids_matching, wait_until
 from sshd_server import SSHServer
 
 
-@pytest.fixture
-def ssh_kernel(jupyter_prefix, start_kernel, tmp_path):
-    """Install a kernelspec for an ssh config and start a kernel from it."""
-    counter = [0]
-
-    def start(config: Path, alias: str = "testhost", flags=(), **env):
-        counter[0] += 1
-        name = f"shell-ssh-case-{os.getpid()}-{counter[0]}"
-        install_spec(jupyter_prefix, name, ["--ssh", alias, "--ssh-config", str(config), *flags])
-        return start_kernel(name, **env)
-
-    return start
-
-
 def fingerprint(public_key_line: str) -> str:
     done = subprocess.run(["ssh-keygen", "-lf", "-"], input=public_key_line, text=True,
                           capture_output=True, check=True)
@@ -204,7 +190,7 @@ def test_no_remote_leftovers_after_shutdown(sshd, ssh_kernel):
 
 
 MINIMAL_TOOLS = ["bash", "sh", "ps", "awk", "cat", "mktemp", "mkfifo", "rm", "mkdir", "sleep",
-                 "tail", "head", "wc", "tr", "env", "ls", "id"]  # POSIX, and bash; no setsid
+                 "tail", "head", "wc", "tr", "env", "ls", "id", "dd", "tee", "sort"]  # POSIX, and bash; no setsid
 
 
 def test_noisy_login_and_minimal_host_without_python(tmp_path, ssh_kernel):

@@ -14,8 +14,23 @@ TARGET_PATTERN = re.compile(r"^(?:(?P<user>[^@\s:]+)@)?(?P<host>[A-Za-z0-9._-]+|
                             r"(?::(?P<port>\d{1,5}))?$")
 
 
+# What OpenSSH uses when the config names nothing (its id_*_sk, id_xmss and id_dsa
+# identities are left out: paramiko cannot use them).
+DEFAULT_IDENTITY_FILES = ["~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ed25519"]
+DEFAULT_USER_KNOWN_HOSTS = "~/.ssh/known_hosts ~/.ssh/known_hosts2"
+DEFAULT_GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2"
+
+
 class TargetError(ValueError):
     """The SSH target or its configuration is unusable; the message says why."""
+
+
+class _OpenSSHConfig(paramiko.SSHConfig):
+    """paramiko's parser, except that ProxyCommand keeps its %-tokens until the final
+    host, port and user are known (the command line may override the config's), and
+    keeps `~`, which the shell running the command expands, as with OpenSSH."""
+
+    TOKENS_BY_CONFIG_KEY = {**paramiko.SSHConfig.TOKENS_BY_CONFIG_KEY, "proxycommand": []}
 
 
 @dataclass
@@ -30,7 +45,9 @@ class SSHTarget:
     proxy_command: str | None = None
     keepalive_interval: float = 15.0
     keepalive_count_max: int = 3
-    known_hosts_files: list[str] = field(default_factory=list)
+    known_hosts_files: list[str] = field(default_factory=list)  # the first one is written to
+    global_known_hosts_files: list[str] = field(default_factory=list)
+    hash_known_hosts: bool = False
     config_file: str | None = None
 
     @property
@@ -63,34 +80,88 @@ def resolve(text: str, config_file: str | None = None) -> SSHTarget:
     """Apply ssh_config (like `ssh -F FILE`) to a target given on the command line."""
     user, host, port = parse_target(text)
     path = config_file or default_config_file()
-    config = paramiko.SSHConfig()
-    if os.path.exists(path):
-        try:
-            config = paramiko.SSHConfig.from_path(path)
-        except (OSError, ValueError) as err:
-            raise TargetError(f"could not read ssh config {path}: {err}") from err
-    elif config_file:
-        raise TargetError(f"ssh config file {config_file} does not exist")
-    options = config.lookup(host)
+    options = _lookup(_read_config(path, explicit=bool(config_file)), host, path)
     target = SSHTarget(alias=host, hostname=options.get("hostname", host), config_file=path)
     target.user = user or options.get("user") or getpass.getuser()
-    target.port = port or int(options.get("port", 22))
-    target.identity_files = [os.path.expanduser(p) for p in options.get("identityfile", [])]
-    target.identities_only = options.get("identitiesonly", "no").lower() == "yes"
-    target.proxy_jump = options.get("proxyjump")
-    target.proxy_command = options.get("proxycommand")
-    if target.proxy_command and target.proxy_command.lower() == "none":
-        target.proxy_command = None
-    if "serveraliveinterval" in options and int(options["serveraliveinterval"]) > 0:
-        target.keepalive_interval = float(options["serveraliveinterval"])
+    target.port = port or _number(options, "Port", path, default=22)
+    if not 0 < target.port < 65536:
+        raise TargetError(f"ssh config {path}: Port {target.port} is out of range (1-65535); "
+                          "fix it there and run the cell again.")
+    target.identity_files = _paths(options.get("identityfile") or DEFAULT_IDENTITY_FILES)
+    target.identities_only = _yes(options, "identitiesonly")
+    target.proxy_jump = _unless_none(options.get("proxyjump"))
+    command = _unless_none(options.get("proxycommand"))
+    target.proxy_command = command and _expand_proxy_command(command, target, path)
+    interval = _number(options, "ServerAliveInterval", path, default=0)
+    if interval > 0:
+        target.keepalive_interval = float(interval)
     if "serveralivecountmax" in options:
-        target.keepalive_count_max = max(1, int(options["serveralivecountmax"]))
-    files = options.get("userknownhostsfile")
-    if files:
-        target.known_hosts_files = [os.path.expanduser(p) for p in files.split()]
-    else:
-        target.known_hosts_files = [os.path.expanduser("~/.ssh/known_hosts")]
+        target.keepalive_count_max = max(1, _number(options, "ServerAliveCountMax", path))
+    target.known_hosts_files = _paths(
+        options.get("userknownhostsfile", DEFAULT_USER_KNOWN_HOSTS).split())
+    target.global_known_hosts_files = _paths(
+        options.get("globalknownhostsfile", DEFAULT_GLOBAL_KNOWN_HOSTS).split())
+    target.hash_known_hosts = _yes(options, "hashknownhosts")
     return target
+
+
+def _read_config(path: str, explicit: bool) -> paramiko.SSHConfig:
+    if not os.path.exists(path):
+        if explicit:
+            raise TargetError(f"ssh config file {path} does not exist")
+        return _OpenSSHConfig()
+    try:
+        return _OpenSSHConfig.from_path(path)
+    except (OSError, ValueError, paramiko.SSHException) as err:
+        raise TargetError(f"could not read ssh config {path}: {err}. Fix the file "
+                          "and run the cell again.") from err
+
+
+def _lookup(config: paramiko.SSHConfig, host: str, path: str) -> dict:
+    try:
+        return config.lookup(host)
+    # paramiko raises ValueError for numbers it reads itself, SSHException for patterns
+    # and ImportError for `Match exec` without invoke; none of it may escape as a crash.
+    except Exception as err:  # noqa: BLE001
+        raise TargetError(f"could not apply ssh config {path} to {host}: {err}. Fix the file "
+                          "and run the cell again.") from err
+
+
+def _number(options: dict, name: str, path: str, default: int | None = None) -> int:
+    value = options.get(name.lower(), default)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise TargetError(f"ssh config {path}: {name} {value!r} is not a whole number; fix it "
+                          "there and run the cell again.") from None
+
+
+def _yes(options: dict, key: str) -> bool:
+    return options.get(key, "no").lower() == "yes"
+
+
+def _unless_none(value: str | None) -> str | None:
+    """OpenSSH's `none` switches a proxy option off."""
+    return None if value is None or value.lower() == "none" else value
+
+
+def _paths(paths: list[str]) -> list[str]:
+    return [os.path.expanduser(p) for p in paths]
+
+
+def _expand_proxy_command(command: str, target: SSHTarget, path: str) -> str:
+    """The tokens OpenSSH expands in ProxyCommand: %h %p %r %n and %%."""
+    values = {"h": target.hostname, "p": str(target.port), "r": target.user, "n": target.alias,
+              "%": "%"}
+
+    def value_of(token: re.Match) -> str:
+        if token.group(1) not in values:
+            raise TargetError(f"ssh config {path}: ProxyCommand {command!r} uses %{token.group(1)}"
+                              ", which is none of %h %p %r %n %%; fix it there and run the cell "
+                              "again.")
+        return values[token.group(1)]
+
+    return re.sub(r"%(.?)", value_of, command)
 
 
 def spec_name_for(text: str) -> str:
