@@ -194,6 +194,18 @@ def _q(value: object) -> str:
     return f'"{s}"' if any(c.isspace() for c in s) else s
 
 
+def setenv_config(environment: dict[str, str]) -> str:
+    """An sshd_config ``SetEnv`` line (for ``SSHServer(extra_config=...)``):
+    every session gets these variables, overriding sshd's own HOME and PATH,
+    which is how a test gives the "remote host" another shape (a HOME with
+    noisy rc files, a PATH without some tool, a TMPDIR with spaces). sshd_config
+    cannot quote a double quote, so values must not contain one."""
+    for name, value in environment.items():
+        if '"' in value or "\n" in value:
+            raise ValueError(f"SetEnv cannot carry {name}={value!r}")
+    return "SetEnv " + " ".join(f'"{name}={value}"' for name, value in environment.items())
+
+
 # --------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ session channel; side commands (the reaper) run in a second, long-lived
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import select
@@ -19,9 +20,12 @@ import time
 import paramiko
 
 from . import (Backend, BackendError, ExitCallback, OutputCallback, SessionGone, ShellExit,
-               SideResult)
+               SideResult, describe_error, start_reader)
 from ..shell import script
-from .ssh_target import SSHTarget, ensure_file_parent
+from . import known_hosts
+from .proxy_command import ProxyCommandSocket
+from .ssh_auth import KeyLogin
+from .ssh_target import SSHTarget, TargetError
 
 log = logging.getLogger("shell_kernel.ssh")
 
@@ -29,14 +33,24 @@ CONNECT_TIMEOUT = 15.0
 READ_SIZE = 1 << 16
 LAUNCH_SCRIPT = script("launch.sh")
 RELAY_SCRIPT = script("relay.sh")
+FETCH_SCRIPT = script("fetch.sh")
+SPOOL_SCRIPT = script("spool.sh")
 REAP_SCRIPT = script("reap.sh")  # installed on the host for the idle watchdog
-RELAY_SHELL_ENDED = 4  # relay.sh's status when the shell itself has ended
-# A durable session's spool files are emptied between cells once this much
-# of them has been delivered, so the host keeps at most one cell's output.
-SPOOL_TRIM_BYTES = 8 << 20
-TRIM_SCRIPT = """d=$1
-[ "$(wc -c < "$d/out")" -eq "$2" ] && [ "$(wc -c < "$d/err")" -eq "$3" ] || exit 1
-: > "$d/out" && : > "$d/err" && echo trimmed"""
+# relay.sh's statuses (it is given them): the shell itself has ended; output
+# it was to send was dropped meanwhile, so a new relay must resume after the gap.
+RELAY_SHELL_ENDED = 4
+RELAY_RESTART = 5
+# A durable session spools each stream in files of about this size (see
+# spool.sh); the kernel has the host delete those it has received.
+SPOOL_GENERATION_BYTES = 4 << 20
+# While output arrives, the kernel tells the host at least this often (in
+# seconds) that it is reading, and has the received spool files deleted.
+SPOOL_ACK_INTERVAL = 1.0
+# Once no kernel has said so for this long (it is away, or a laptop asleep
+# holds up the relay), the host keeps only the newest SPOOL_KEEP_BYTES of each
+# stream. A kernel that is reading, however slowly, loses nothing.
+SPOOL_STALL_SECONDS = 3
+SPOOL_KEEP_BYTES = 16 << 20
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -44,118 +58,155 @@ def fingerprint(key: paramiko.PKey) -> str:
 
 
 class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
-    """Unknown host keys are refused, or recorded when the user opted in."""
+    """Every host key is checked here, as OpenSSH checks it: paramiko is given no known
+    keys, so it hands each one over. A revoked or changed key is refused; an unknown one
+    is refused, or recorded when the user opted in."""
 
-    def __init__(self, target: SSHTarget, accept_new: bool):
+    def __init__(self, target: SSHTarget, known: known_hosts.KnownHosts, accept_new: bool):
         self._target = target
+        self._known = known
         self._accept_new = accept_new
 
     def missing_host_key(self, client, hostname, key):
-        target = self._target
-        known = target.known_hosts_files[0]
-        if not self._accept_new:
+        target, name = self._target, self._target.known_hosts_name
+        revoked = self._known.revocation(name, key)
+        if revoked:
             raise BackendError(
-                f"The SSH host key of {target.known_hosts_name} ({fingerprint(key)}) is not in "
-                f"{', '.join(target.known_hosts_files)}, so the host cannot be verified and "
-                "nothing was sent. Check the fingerprint with the host's administrator, then "
-                f"either connect once with `ssh -p {target.port} {target.user}@{target.hostname}` "
-                "and accept it, or reinstall this kernelspec with --accept-new-host-key to "
-                "record it on first connection.")
-        ensure_file_parent(known)
-        with open(known, "a") as f:
-            f.write(f"{target.known_hosts_name} {key.get_name()} {key.get_base64()}\n")
-        log.warning("recorded new host key for %s in %s: %s", target.known_hosts_name, known,
+                f"The SSH host key of {name} ({fingerprint(key)}) is revoked (@revoked in "
+                f"{revoked.where}), so it must never be accepted and nothing was sent. The "
+                "host's administrator has to give the host a new key; check its fingerprint "
+                "with them, then record it in known_hosts.")
+        if self._known.entry(name, key):
+            return
+        expected = self._known.same_type_entries(name, key)
+        if expected:
+            raise BackendError(
+                f"WARNING: the SSH host key of {name} has CHANGED: it is now {fingerprint(key)}, "
+                f"but {expected[0].where} holds {expected[0].fingerprint}. This can mean someone "
+                "is intercepting the connection, or that the host was reinstalled. Nothing was "
+                "sent. If the change is expected, remove the old key with "
+                f"`ssh-keygen -R '{name}'` and verify the new one before connecting again.")
+        if not self._accept_new:
+            files = target.known_hosts_files + target.global_known_hosts_files
+            raise BackendError(
+                f"The SSH host key of {name} ({fingerprint(key)}) is not in {', '.join(files)}, "
+                "so the host cannot be verified and nothing was sent. Check the fingerprint "
+                "with the host's administrator, then either connect once with "
+                f"`ssh -p {target.port} {target.user}@{target.hostname}` and accept it, or "
+                "reinstall this kernelspec with --accept-new-host-key to record it on first "
+                "connection.")
+        known_hosts.record(target.known_hosts_files[0], name, key, target.hash_known_hosts)
+        log.warning("recorded new host key for %s in %s: %s", name, target.known_hosts_files[0],
                     fingerprint(key))
 
 
 def connect(target: SSHTarget, accept_new_host_key: bool = False,
             resolve_jump=None) -> list[paramiko.SSHClient]:
-    """Open an authenticated connection, through ProxyJump hosts if configured.
+    """Open an authenticated connection, through ProxyJump hosts or a ProxyCommand if
+    configured. Raises only BackendError, whose message is for the user.
 
     Returns the clients, the last one being the target's (earlier ones
     carry its traffic and must stay open). `resolve_jump` maps a ProxyJump
     entry to an SSHTarget.
     """
+    try:
+        return _connect(target, accept_new_host_key, resolve_jump, [target.alias])
+    except BackendError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the user gets a message, the log the traceback
+        log.exception("connecting to %s", target.describe())
+        raise BackendError(f"could not connect to {target.describe()}: {err!r}") from None
+
+
+def _connect(target: SSHTarget, accept_new_host_key: bool, resolve_jump,
+             chain: list[str]) -> list[paramiko.SSHClient]:
     clients: list[paramiko.SSHClient] = []
     sock = None
     try:
         if target.proxy_jump:
-            if resolve_jump is None:
-                raise BackendError(f"ProxyJump {target.proxy_jump} given but cannot be resolved")
-            jump = resolve_jump(target.proxy_jump.split(",")[-1].strip())
-            clients = connect(jump, accept_new_host_key, resolve_jump)
-            try:
-                sock = clients[-1].get_transport().open_channel(
-                    "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0),
-                    timeout=CONNECT_TIMEOUT)
-            except (paramiko.SSHException, OSError) as err:
-                raise BackendError(f"the jump host {jump.describe()} could not reach "
-                                   f"{target.hostname}:{target.port}: {err}") from err
+            clients, sock = _through_jump_hosts(target, accept_new_host_key, resolve_jump, chain)
         elif target.proxy_command:
-            sock = paramiko.ProxyCommand(target.proxy_command)
+            sock = ProxyCommandSocket.start(target.proxy_command)
         clients.append(_login(target, accept_new_host_key, sock))
         return clients
     except BaseException:
+        if sock is not None:
+            sock.close()
         for client in reversed(clients):
             client.close()
         raise
 
 
+def _through_jump_hosts(target: SSHTarget, accept_new_host_key: bool, resolve_jump,
+                        chain: list[str]) -> tuple[list[paramiko.SSHClient], paramiko.Channel]:
+    """`ProxyJump a,b`: the target through b, and b through `ProxyJump a` whatever b's
+    own config says, as OpenSSH does. Returns the hops' clients and the channel to the target."""
+    *earlier, last = [hop.strip() for hop in target.proxy_jump.split(",")]
+    jump = _jump_host(last, target, resolve_jump, chain)
+    if earlier:
+        jump.proxy_jump, jump.proxy_command = ",".join(earlier), None
+    clients = _connect(jump, accept_new_host_key, resolve_jump, chain + [jump.alias])
+    try:
+        channel = clients[-1].get_transport().open_channel(
+            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0),
+            timeout=CONNECT_TIMEOUT)
+    except (paramiko.SSHException, OSError) as err:
+        for client in reversed(clients):
+            client.close()
+        raise BackendError(f"the jump host {jump.describe()} could not reach "
+                           f"{target.hostname}:{target.port}: {err}") from None
+    return clients, channel
+
+
+def _jump_host(name: str, target: SSHTarget, resolve_jump, chain: list[str]) -> SSHTarget:
+    if resolve_jump is None:
+        raise BackendError(f"ProxyJump {target.proxy_jump} given but cannot be resolved")
+    try:
+        jump = resolve_jump(name)
+    except TargetError as err:
+        raise BackendError(f"the ProxyJump host {name!r} of {target.describe()} cannot be "
+                           f"used: {err}") from None
+    if jump.alias in chain:
+        raise BackendError(f"ProxyJump goes round in a loop ({' -> '.join(chain + [jump.alias])}). "
+                           "Fix ProxyJump in your ssh config, e.g. keep the jump host out of a "
+                           "`Host *` block that sets it.")
+    return jump
+
+
 def _login(target: SSHTarget, accept_new_host_key: bool, sock) -> paramiko.SSHClient:
+    known = known_hosts.KnownHosts.read(target.known_hosts_files + target.global_known_hosts_files)
     client = paramiko.SSHClient()
-    for path in target.known_hosts_files:
-        try:
-            client.load_host_keys(path)
-        except FileNotFoundError:
-            pass
-        except (OSError, paramiko.SSHException) as err:
-            raise BackendError(f"could not read known_hosts file {path}: {err}") from err
-    client.set_missing_host_key_policy(_KnownHostsPolicy(target, accept_new_host_key))
-    keys = [p for p in target.identity_files]
+    client.set_missing_host_key_policy(_KnownHostsPolicy(target, known, accept_new_host_key))
     try:
         client.connect(
-            target.hostname, port=target.port, username=target.user,
-            key_filename=keys or None, allow_agent=True,
-            look_for_keys=not target.identities_only, sock=sock,
+            target.hostname, port=target.port, username=target.user, sock=sock,
             timeout=CONNECT_TIMEOUT, banner_timeout=CONNECT_TIMEOUT,
-            auth_timeout=CONNECT_TIMEOUT,
+            auth_timeout=CONNECT_TIMEOUT, auth_strategy=KeyLogin(target),
+            transport_factory=functools.partial(
+                _transport_preferring, known.key_types(target.known_hosts_name)),
         )
-    except paramiko.BadHostKeyException as err:
-        client.close()
-        raise BackendError(
-            f"WARNING: the SSH host key of {target.known_hosts_name} has CHANGED: it is now "
-            f"{fingerprint(err.key)}, but known_hosts ({', '.join(target.known_hosts_files)}) "
-            f"holds {fingerprint(err.expected_key)}. This can mean someone is intercepting the "
-            "connection, or that the host was reinstalled. Nothing was sent. If the change is "
-            f"expected, remove the old key with `ssh-keygen -R '{target.known_hosts_name}'` "
-            "and verify the new one before connecting again.") from None
-    except paramiko.PasswordRequiredException:
-        client.close()
-        raise BackendError(
-            f"The key for {target.describe()} is encrypted and no ssh-agent offered it. "
-            "shell_kernel never asks for or stores passphrases: load the key into your agent "
-            "with `ssh-add` (in an environment whose SSH_AUTH_SOCK Jupyter sees), or use an "
-            "unencrypted key for this kernel.") from None
-    except paramiko.BadAuthenticationType as err:
-        client.close()
-        raise BackendError(
-            f"{target.describe()} does not accept key authentication (it offers: "
-            f"{', '.join(err.allowed_types)}). shell_kernel never sends passwords: set up a key "
-            "(ssh-copy-id) or an agent.") from None
-    except paramiko.AuthenticationException as err:
-        client.close()
-        tried = ", ".join(target.identity_files) or "default keys"
-        raise BackendError(
-            f"{target.describe()} refused the keys offered ({tried} and any in ssh-agent): "
-            f"{err}. If it wants a password: shell_kernel never sends passwords; set up a key "
-            "(ssh-copy-id) or load one into ssh-agent.") from None
     except BackendError:
         client.close()
         raise
     except (paramiko.SSHException, OSError, EOFError) as err:
+        reason = sock.failure() if isinstance(sock, ProxyCommandSocket) else None
         client.close()
-        raise BackendError(f"could not connect to {target.describe()}: {err}") from None
+        raise BackendError(f"could not connect to {target.describe()}: {reason or err}") from None
     return client
+
+
+# Host key algorithms whose keys known_hosts lists under another type name.
+_KEY_TYPE_OF_ALGORITHM = {"rsa-sha2-512": "ssh-rsa", "rsa-sha2-256": "ssh-rsa"}
+
+
+def _transport_preferring(key_types: set[str], sock, **options) -> paramiko.Transport:
+    """A Transport that asks first for the host key types known_hosts holds for the host,
+    as OpenSSH does, so a host with several keys shows the one on file."""
+    transport = paramiko.Transport(sock, **options)
+    security = transport.get_security_options()
+    known = [a for a in security.key_types if _KEY_TYPE_OF_ALGORITHM.get(a, a) in key_types]
+    security.key_types = known + [a for a in security.key_types if a not in known]
+    return transport
 
 
 def _channel_request(channel: paramiko.Channel, message: paramiko.Message) -> None:
@@ -184,7 +235,7 @@ def _record_exit_signals(transport: paramiko.Transport) -> None:
 class SSHBackend(Backend):
     """The shell in one session channel (ephemeral), or, when durable, a
     detached shell on the host with a relay channel that can be re-opened
-    after a dropped connection (see shell/launch.sh and shell/relay.sh)."""
+    after a dropped connection (see shell/launch.sh, relay.sh and spool.sh)."""
 
     def __init__(self, target: SSHTarget, clean: bool = False, accept_new_host_key: bool = False,
                  resolve_jump=None, bash: str = "bash", durable: bool = False,
@@ -205,6 +256,11 @@ class SSHBackend(Backend):
         self._remote_pid: int | None = None
         # Bytes of each spooled stream delivered so far: where a relay resumes.
         self._offsets = {"stdout": 0, "stderr": 0}
+        # Held while output is delivered and while the channel it may come
+        # from is replaced: a replaced relay's last bytes are never counted.
+        self._output_lock = threading.Lock()
+        self._next_ack = 0.0  # when the next _drop_received may run
+        self._ack_pending = False  # one is scheduled
         self._on_output: OutputCallback | None = None
         self._on_exit: ExitCallback | None = None
 
@@ -242,74 +298,119 @@ class SSHBackend(Backend):
                          name="shell-kernel-ssh-keepalive", daemon=True).start()
 
     def _launch_durable(self) -> None:
-        result = self.side_command(LAUNCH_SCRIPT, [str(int(self._idle_timeout)), REAP_SCRIPT,
-                                                   *self._bash_argv], timeout=CONNECT_TIMEOUT)
-        fields = result.stdout.split()
-        if result.status != 0 or len(fields) < 2 or not fields[-1].isdigit():
+        result = self.side_command(LAUNCH_SCRIPT, [
+            "start", str(int(self._idle_timeout)), str(SPOOL_GENERATION_BYTES),
+            str(SPOOL_KEEP_BYTES), str(SPOOL_STALL_SECONDS), REAP_SCRIPT, SPOOL_SCRIPT,
+            *self._bash_argv],
+            timeout=CONNECT_TIMEOUT)
+        # "PID DIR": DIR (under the host's TMPDIR) may hold spaces.
+        pid, _, state_dir = _last_line(result.stdout).partition(" ")
+        if result.status != 0 or not pid.isdigit() or not state_dir:
             raise BackendError(f"could not start a durable shell: {result.stdout.strip()}")
-        self.preset_state_dir, self._remote_pid = fields[-2], int(fields[-1])
+        self.preset_state_dir, self._remote_pid = state_dir, int(pid)
 
     def _open_relay(self) -> None:
+        headers = _RelayHeaders()
         channel = self.transport.open_session(timeout=CONNECT_TIMEOUT)
-        channel.exec_command("sh -c " + shlex.quote(RELAY_SCRIPT) + " shell_kernel " + shlex.join(
-            [self.preset_state_dir, str(self._remote_pid),
-             str(self._offsets["stdout"]), str(self._offsets["stderr"])]))
-        self._start_reader(channel)
+        channel.exec_command(_command("sh", "-c", RELAY_SCRIPT, "shell_kernel", self.preset_state_dir,
+                                      str(self._remote_pid), headers.marker,
+                                      str(self._offsets["stdout"]), str(self._offsets["stderr"]),
+                                      str(RELAY_SHELL_ENDED), str(RELAY_RESTART)))
+        self._start_reader(channel, headers)
 
-    def _start_reader(self, channel: paramiko.Channel) -> None:
-        self._channel = channel
-        threading.Thread(target=self._read_loop, args=(channel, self.transport),
-                         name="shell-kernel-ssh-reader", daemon=True).start()
+    def _start_reader(self, channel: paramiko.Channel, headers: _RelayHeaders | None = None) -> None:
+        with self._output_lock:
+            self._channel = channel
+        transport = self.transport
+        start_reader("shell-kernel-ssh-reader", lambda: self._read_loop(channel, transport, headers),
+                     lambda err: self._reader_failed(channel, err))
+
+    def _reader_failed(self, channel: paramiko.Channel, err: Exception) -> None:
+        """A reader that crashed is a lost connection: a durable session
+        reattaches to the same shell; an ephemeral one is gone with it."""
+        if channel is not self._channel or self._closed.is_set():
+            return  # a relay already replaced, or closing: not the shell's end
+        self._channel = None
+        channel.close()
+        self._on_exit(ShellExit(f"reading the shell's output failed ({describe_error(err)})",
+                                connection_lost=True))
 
     def reattach(self) -> None:
         self._drop_connection()
         self._connect()
         try:
-            alive = self.side_command(
-                'd=$1; [ -p "$d/in" ] && kill -0 "$2" 2>/dev/null && echo alive',
-                [self.preset_state_dir, str(self._remote_pid)], timeout=CONNECT_TIMEOUT)
-            if alive.stdout.strip() != "alive":
+            alive = self.side_command(LAUNCH_SCRIPT, ["alive", self.preset_state_dir,
+                                                      str(self._remote_pid)], timeout=CONNECT_TIMEOUT)
+            if _last_line(alive.stdout) != "alive":
                 raise SessionGone(f"the session (pid {self._remote_pid}) and its files "
                                   f"({self.preset_state_dir}) are gone from {self._target.describe()}")
             self._open_relay()
         except (paramiko.SSHException, OSError) as err:
             raise BackendError(f"could not reattach: {err}") from err
 
-    def before_cell(self) -> None:
-        offsets = self._offsets
-        if not self.can_reattach or offsets["stdout"] + offsets["stderr"] < SPOOL_TRIM_BYTES:
+    def _deliver(self, channel: paramiko.Channel, headers: _RelayHeaders | None, stream: str,
+                 data: bytes) -> None:
+        with self._output_lock:
+            if channel is not self._channel:
+                return  # a relay replaced meanwhile: the new one resumes from the offsets
+            if headers is not None:
+                start, data = headers.feed(stream, data)
+                if start is not None:
+                    self._resume(stream, start)
+            if data:
+                self._offsets[stream] += len(data)
+                self._on_output(stream, data)
+            if self.can_reattach and data and not self._ack_pending:
+                # At most one a SPOOL_ACK_INTERVAL, and one after the last output.
+                self._ack_pending = True
+                delay = max(0.0, self._next_ack - time.monotonic())
+                timer = threading.Timer(delay, self._drop_received)
+                timer.name, timer.daemon = "shell-kernel-ssh-spool", True
+                timer.start()
+
+    def _resume(self, stream: str, start: int) -> None:
+        """A relay's output of `stream` begins at offset `start`: later than
+        delivered when the host dropped output the kernel had not received."""
+        dropped = start - self._offsets[stream]
+        if dropped < 0:
+            log.warning("the relay resumed %s at %d, before %d", stream, start,
+                        self._offsets[stream])
             return
-        # Only when everything spooled has been delivered (the sizes match),
-        # so no byte is lost. A new relay then reads the files from the start
-        # (rather than trusting tail -f to notice the truncation).
-        result = self.side_command(TRIM_SCRIPT, [self.preset_state_dir, str(offsets["stdout"]),
-                                                 str(offsets["stderr"])])
-        if result.stdout.strip() == "trimmed":
-            old_relay, self._channel = self._channel, None  # its reader ends silently
-            if old_relay is not None:
-                old_relay.close()
-            self._offsets = {"stdout": 0, "stderr": 0}
-            try:
-                self._open_relay()
-            except (paramiko.SSHException, OSError) as err:
-                raise BackendError(f"could not reopen the relay: {err}") from err
+        self._offsets[stream] = start
+        if dropped:
+            self._on_output("stderr", (
+                f"\n[shell_kernel] {dropped:,} bytes of {stream} were dropped on "
+                f"{self._target.describe()} before this kernel could receive them: a durable "
+                f"session keeps the newest {SPOOL_KEEP_BYTES >> 20} MB of each stream while no "
+                "kernel reads it. The output goes on after the gap; to keep all of it, send long "
+                "outputs to a file.\n").encode())
 
-    def _deliver(self, stream: str, data: bytes) -> None:
-        self._offsets[stream] += len(data)
-        self._on_output(stream, data)
+    def _drop_received(self) -> None:
+        """Has the host delete the spool files this kernel has received in full,
+        which also tells the host that this kernel is reading (see spool.sh)."""
+        with self._output_lock:
+            self._ack_pending = False
+            self._next_ack = time.monotonic() + SPOOL_ACK_INTERVAL
+        state, offsets = self.preset_state_dir, dict(self._offsets)
+        try:
+            self.side_command(SPOOL_SCRIPT, ["drop", f"{state}/out", str(offsets["stdout"]),
+                                             f"{state}/err", str(offsets["stderr"])])
+        except BackendError as err:
+            log.info("could not drop the received spool files: %s", err)
 
-    def _read_loop(self, channel: paramiko.Channel, transport: paramiko.Transport) -> None:
+    def _read_loop(self, channel: paramiko.Channel, transport: paramiko.Transport,
+                   headers: _RelayHeaders | None) -> None:
         while True:
             got = False
             if channel.recv_ready():
                 data = channel.recv(READ_SIZE)
                 if data:
-                    self._deliver("stdout", data)
+                    self._deliver(channel, headers, "stdout", data)
                     got = True
             if channel.recv_stderr_ready():
                 data = channel.recv_stderr(READ_SIZE)
                 if data:
-                    self._deliver("stderr", data)
+                    self._deliver(channel, headers, "stderr", data)
                     got = True
             if got:
                 continue
@@ -320,7 +421,24 @@ class SSHBackend(Backend):
             select.select([channel], [], [], 0.5)
         if channel is not self._channel:
             return  # a relay replaced by reattach()
+        if self.can_reattach and not self._closed.is_set() and channel.exit_status_ready() \
+                and channel.exit_status == RELAY_RESTART:
+            self._restart_relay(channel)
+            return
         self._on_exit(self._how_it_ended(channel))
+
+    def _restart_relay(self, old: paramiko.Channel) -> None:
+        """A new relay, from the offsets delivered so far, for one that lagged
+        so far behind that the host dropped output it was to send."""
+        try:
+            with self._send_lock:  # a cell sent meanwhile goes to the new relay
+                self._open_relay()
+        except (paramiko.SSHException, OSError, BackendError) as err:
+            log.info("could not reopen the relay: %s", err)
+            self._on_exit(ShellExit(f"the SSH connection to {self._target.describe()} was lost",
+                                    connection_lost=True))
+        finally:
+            old.close()
 
     def _how_it_ended(self, channel: paramiko.Channel) -> ShellExit:
         # paramiko reports -1 when the channel closed without an exit status.
@@ -341,10 +459,10 @@ class SSHBackend(Backend):
 
     def _durable_exit_status(self) -> int | None:
         try:
-            result = self.side_command('cat "$1/exit_status" 2>/dev/null', [self.preset_state_dir])
+            result = self.side_command(LAUNCH_SCRIPT, ["status", self.preset_state_dir])
         except BackendError:
             return None
-        text = result.stdout.strip()
+        text = _last_line(result.stdout)
         return int(text) if text.isdigit() else None
 
     def _keepalive_loop(self, transport: paramiko.Transport) -> None:
@@ -369,10 +487,10 @@ class SSHBackend(Backend):
                 return
 
     def send(self, data: bytes) -> None:
-        channel = self._channel
-        if channel is None or channel.closed:
-            raise BackendError("the shell is not running")
         with self._send_lock:
+            channel = self._channel
+            if channel is None or channel.closed:
+                raise BackendError("the shell is not running")
             try:
                 channel.sendall(data)
             except (OSError, paramiko.SSHException) as err:
@@ -396,11 +514,20 @@ class SSHBackend(Backend):
     def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
         return self._side_shell().run(script, args, timeout)
 
+    def fetch(self, path: str) -> bytes:
+        result = self.side_command(FETCH_SCRIPT, [path], timeout=30)
+        if result.status != 0:
+            raise BackendError(f"could not read {path} on {self._target.describe()}: "
+                               f"{result.stdout.strip()}")
+        # The side shell's text keeps every byte as a surrogate escape.
+        return result.stdout.encode("utf-8", "surrogateescape")
+
     def _drop_connection(self) -> None:
         if self._side is not None:
             self._side.close()
             self._side = None
-        channel, self._channel = self._channel, None  # its reader then ends silently
+        with self._output_lock:
+            channel, self._channel = self._channel, None  # its reader then ends silently
         if channel is not None:
             channel.close()
         for client in reversed(self._clients):
@@ -408,8 +535,23 @@ class SSHBackend(Backend):
         self._clients = []
 
     def close(self) -> None:
-        self._closed.set()
+        if not self._closed.is_set():
+            self._closed.set()
+            self._stop_launched_session()
         self._drop_connection()
+
+    def _stop_launched_session(self) -> None:
+        """A durable session goes with the backend that launched it: after a
+        start that failed once the shell was launched, nothing is left waiting
+        for the idle timeout. (At shutdown the session has reaped it already.)"""
+        if not self.can_reattach or self.preset_state_dir is None:
+            return
+        try:
+            if not self.transport.is_active():
+                return  # out of reach: the watchdog will stop it
+            self.side_command(LAUNCH_SCRIPT, ["stop", self.preset_state_dir], timeout=5.0)
+        except BackendError as err:
+            log.info("could not stop the durable session in %s: %s", self.preset_state_dir, err)
 
 
 class _SideShell:
@@ -428,12 +570,12 @@ class _SideShell:
 
     def run(self, script: str, args: list[str], timeout: float) -> SideResult:
         marker = secrets.token_hex(8)
-        command = (f"sh -c {shlex.quote(script)} shell_kernel {shlex.join(args)} "
-                   f"</dev/null 2>&1; printf '\\n{marker} %s\\n' $?\n")
+        command = (_command("sh", "-c", script, "shell_kernel", *args)
+                   + f" </dev/null 2>&1; printf '\\n{marker} %s\\n' $?\n".encode())
         end = f"\n{marker} ".encode()
         with self._lock:
             try:
-                self._channel.sendall(command.encode())
+                self._channel.sendall(command)
                 out = b""
                 deadline = time.monotonic() + timeout
                 while end not in out or not out.endswith(b"\n"):
@@ -446,7 +588,50 @@ class _SideShell:
             except (OSError, paramiko.SSHException, socket.timeout) as err:
                 raise BackendError(f"side command failed: {err}") from err
         body, _, status = out.rpartition(end)
-        return SideResult(int(status.strip() or 1), body.decode(errors="replace"), "")
+        return SideResult(int(status.strip() or 1), body.decode(errors="surrogateescape"), "")
 
     def close(self) -> None:
         self._channel.close()
+
+
+class _RelayHeaders:
+    """relay.sh puts a header line "MARKER:START" before each stream. What
+    comes before it on the channel was printed by the login shell's startup
+    files (an echo in .bashrc, a setlocale warning), never by the session;
+    START is the stream offset of the bytes that follow it."""
+
+    def __init__(self):
+        self.marker = secrets.token_hex(8)
+        self._tag = self.marker.encode() + b":"
+        self._waiting = {"stdout": b"", "stderr": b""}  # streams before their header
+
+    def feed(self, stream: str, data: bytes) -> tuple[int | None, bytes]:
+        """(START, the session's bytes in data) when data completes the
+        stream's header, else (None, the session's bytes in data)."""
+        if stream not in self._waiting:
+            return None, data
+        seen = self._waiting[stream] + data
+        at = seen.find(self._tag)
+        end = seen.find(b"\n", at) if at >= 0 else -1
+        if end < 0:
+            # Keep only what may be the start of the header.
+            self._waiting[stream] = seen[at:] if at >= 0 else seen[-len(self._tag):]
+            return None, b""
+        del self._waiting[stream]
+        if at:
+            log.debug("startup noise on the relay's %s: %r", stream, seen[:at])
+        start = seen[at + len(self._tag):end]
+        return int(start) if start.isdigit() else None, seen[end + 1:]
+
+
+def _command(*words: str) -> bytes:
+    """A command line for the remote shell; words may hold any byte (str
+    with surrogate escapes, like the host's paths read back from it)."""
+    return shlex.join(words).encode("utf-8", "surrogateescape")
+
+
+def _last_line(text: str) -> str:
+    """The line a side command answers with: the last (anything before it
+    was not asked for, e.g. output of a job the login shell left behind)."""
+    lines = text.strip("\n").rsplit("\n", 1)
+    return lines[-1]

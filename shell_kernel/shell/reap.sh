@@ -1,46 +1,95 @@
 # shell_kernel: find and signal a session's processes. POSIX sh, run beside
 # the shell (locally, or through the SSH connection), never inside it.
 #
-#   reap.sh tree    -   SHELL STATE_DIR          print the running cell's processes
-#   reap.sh cell    SIG SHELL STATE_DIR [PID..]  signal them (and the listed PIDs
-#                                                still alive), then SIGINT the shell
-#   reap.sh orphans SIG SHELL STATE_DIR PID..    signal what is left of PIDs
-#                                                and their descendants
-#   reap.sh all     -   SHELL STATE_DIR          stop everything the session
-#                                                started, remove STATE_DIR
+#   reap.sh tree    -   SHELL STATE_DIR            print the running cell's processes
+#   reap.sh cell    SIG SHELL STATE_DIR [TOKEN..]  signal them (and the noted ones
+#                                                  still alive), then SIGINT the shell
+#   reap.sh orphans SIG SHELL STATE_DIR TOKEN..    signal what is left of the noted
+#                                                  processes and their descendants
+#   reap.sh all     -   SHELL STATE_DIR            stop everything the session
+#                                                  started, remove STATE_DIR
 #
 # The running cell's processes are the shell's descendants, minus the trees
-# of background jobs that earlier cells left running (STATE_DIR/jobs, which
-# the shell rewrites at the end of every cell). Listed PIDs cover processes
-# that left the tree (a killed parent's children are re-parented to init).
-# Each mode prints the pids it signalled.
+# of background jobs that earlier cells left running (STATE_DIR/jobs: the
+# shell's children when the last cell ended, all of them background jobs).
+# tree prints them as PID:START tokens, START telling when the process
+# started: given back later, a token is signalled only while its pid still
+# names that process, not another that reused the pid. Noted processes cover
+# those that left the tree (a killed parent's children are re-parented to
+# init). cell, orphans and all print the pids they signalled.
 
 mode=$1 sig=$2 root=$3 dir=$4
 shift 4
-extra=$*
+noted=$*
 
 # Prints "pid ppid sid" a line; sid is not POSIX, so fall back without it.
 table() {
   ps -A -o pid= -o ppid= -o sid= 2>/dev/null || ps -A -o pid= -o ppid=
 }
 
-# $1: cell (the cell's tree and the extra pids), orphans (the extra pids
-# and their descendants: the cell is over, and the jobs file now lists its
-# own background jobs, which belong to the interrupted cell too) or all
-# (every descendant and every member of the shell's session).
+# $1: cell (the cell's tree and the noted processes), orphans (the noted
+# processes and their descendants: the cell is over, and the jobs file now
+# lists its own background jobs, which belong to the interrupted cell too)
+# or all (every descendant and every member of the shell's session).
+# $2: tokens (print PID:START tokens) or nothing (print pids).
 members() {
-  skip=
-  if [ "$1" = cell ] && [ -r "$dir/jobs" ]; then skip=$(cat "$dir/jobs"); fi
-  table | awk -v root="$root" -v skip="$skip" -v extra="$extra" -v scope="$1" '
+  jobs=
+  if [ "$1" = cell ] && [ -r "$dir/jobs" ]; then jobs=$(cat "$dir/jobs"); fi
+  procfs=
+  if [ -r "/proc/$$/stat" ]; then procfs=yes; fi
+  table | awk -v root="$root" -v jobs="$jobs" -v noted="$noted" -v scope="$1" \
+      -v format="$2" -v procfs="$procfs" '
+    # When process p started; "" if it is gone or no start can be told
+    # here. Field 22 of /proc/p/stat (clock ticks after boot; the command
+    # name before it may hold anything, even ") " and newlines), else ps
+    # lstart (seconds).
+    function started(p,   file, line, text, n, v) {
+      if (!procfs) return lstart(p)
+      file = "/proc/" p "/stat"
+      while ((getline line < file) > 0) text = text line "\n"
+      close(file)
+      sub(/.*\) /, "", text)
+      n = split(text, v, " ")
+      return n >= 20 ? v[20] : ""
+    }
+    function lstart(p,   command, line, v, n, i, when) {
+      if (!lstart_read) {
+        lstart_read = 1
+        command = "ps -A -o pid= -o lstart= 2>/dev/null"
+        while ((command | getline line) > 0) {
+          n = split(line, v, " ")
+          when = ""
+          for (i = 2; i <= n; i++) when = when v[i]
+          if (when != "") { started_at[v[1]] = when; lstart_seen = 1 }
+        }
+        close(command)
+      }
+      return (p in started_at) ? started_at[p] : ""
+    }
+    # PID:START; PID alone where no start can be told; "" once p is gone.
+    function token(p,   when) {
+      when = started(p)
+      if (when != "") return p ":" when
+      return (procfs || lstart_seen) ? "" : p
+    }
+    # The pid a noted token names if it is still that process, else "". A
+    # token without START (its start could not be told) is taken as it is.
+    function still(noted_token,   colon, p, when) {
+      colon = index(noted_token, ":")
+      if (!colon) return noted_token
+      p = substr(noted_token, 1, colon - 1)
+      when = substr(noted_token, colon + 1)
+      return (when == "" || started(p) == when) ? p : ""
+    }
     { parent[$1] = $2; sid[$1] = $3; order[NR] = $1 }
     END {
       # The shell is not always its session leader (a durable session has a
       # wrapper above it); its session is what its background daemons share.
       session = (root in sid && sid[root] != "") ? sid[root] : root
-      n = split(skip, s, /[ \n]+/)
+      n = split(jobs, s, /[ \n]+/)
       for (i = 1; i <= n; i++) if (s[i] != "") excluded[s[i]] = 1
-      n = split(extra, s, /[ \n]+/)
-      for (i = 1; i <= n; i++) if (s[i] != "") listed[s[i]] = 1
+      n = split(noted, s, /[ \n]+/)
+      for (i = 1; i <= n; i++) if (s[i] != "" && (p = still(s[i])) != "") listed[p] = 1
       for (i = 1; i <= NR; i++) {
         p = order[i]
         if (p == root) continue
@@ -52,14 +101,16 @@ members() {
           else if (parent[q] == root) { verdict = 1; break }
           q = parent[q]
         }
-        if (verdict) print p
+        if (!verdict) continue
+        if (format != "tokens") print p
+        else if ((t = token(p)) != "") print t
       }
     }' | tr '\n' ' '
 }
 
 case $mode in
   tree)
-    members cell
+    members cell tokens
     ;;
   orphans)
     pids=$(members orphans)
@@ -67,23 +118,32 @@ case $mode in
     echo $pids
     ;;
   cell)
+    pids=$(members cell)
     if [ "$sig" = INT ]; then
-      pids=$(members cell)
       kill -INT $pids "$root" 2>/dev/null
     else
       # A shell whose child died of anything but SIGINT carries on with the
       # next command. Hold it still, kill, then SIGINT it, so that when it
-      # resumes it abandons the command line instead.
+      # resumes it abandons the command line instead. Only shell builtins
+      # run while it is held: nothing there can hang, so a side command
+      # timing out (this script killed) never leaves the shell stopped.
       kill -STOP "$root" 2>/dev/null
-      trap 'kill -CONT "$root" 2>/dev/null' EXIT
-      pids=$(members cell)
       [ -n "$pids" ] && kill -"$sig" $pids 2>/dev/null
       kill -INT "$root" 2>/dev/null
+      kill -CONT "$root" 2>/dev/null
     fi
     echo $pids
     ;;
   all)
-    pids=$(members all)
+    # A durable shell started on a host without setsid shares the session of
+    # the SSH session that started it, which may be the one running this:
+    # spare this script and its ancestors.
+    spared=" $(table | awk -v me="$$" '{ up[$1] = $2 }
+      END { for (p = me; p != "" && p > 1 && hops++ < 128; p = up[p]) printf "%s ", p }')"
+    pids=
+    for p in $(members all); do
+      case $spared in *" $p "*) ;; *) pids="$pids $p" ;; esac
+    done
     if [ -n "$pids" ]; then
       kill -TERM $pids 2>/dev/null
       n=0

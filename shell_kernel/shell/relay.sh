@@ -1,31 +1,41 @@
 # shell_kernel: attach a connection to a durable session. POSIX sh.
 #
-#   relay.sh DIR PID OUT_OFFSET ERR_OFFSET
+#   relay.sh DIR PID MARKER OUT_OFFSET ERR_OFFSET ENDED RESTART
 #
-# Standard input goes to the shell's FIFO; its spooled stdout and stderr
-# come back from the given byte offsets, so that a kernel reconnecting after
-# a drop gets every byte exactly once. Ends when the connection closes
-# (status 0), or with status 4 once the session's process PID has ended.
+# Standard input goes to the shell's FIFO. Its spooled stdout and stderr come
+# back from the given stream offsets (spool.sh follow), each after a header
+# line "MARKER:START": what the login shell's startup files print on this
+# connection comes before it, so it is never taken for the session's output.
+# Ends when the connection closes (status 0), with status ENDED once the
+# session's process PID has ended (after the last output), or with status
+# RESTART when output it was to send has been dropped meanwhile (see
+# spool.sh): a new relay then starts after the gap.
 
-dir=$1 pid=$2
-shift 2
+dir=$1 pid=$2 marker=$3 ended=$6 restart=$7
 [ -p "$dir/in" ] || { echo "shell_kernel: no session in $dir" >&2; exit 3; }
-echo $$ > "$dir/relay.pid"
-tail -c +$(($1 + 1)) -f "$dir/out" 2>/dev/null &
-out=$!
-# tail's own complaints (e.g. "file truncated") must not look like output.
-tail -c +$(($2 + 1)) -f "$dir/err" 3>&2 2>/dev/null 1>&3 &
-err=$!
 relay=$$
+out= err= watch= input=
+stop() {
+  kill $out $err $watch $input 2>/dev/null
+}
+trap 'stop; exit "$ended"' USR1
+# A follower could not go on. Input keeps flowing until the kernel closes
+# this channel, so nothing it sends meanwhile is lost.
+trap 'input=; stop; exit "$restart"' USR2
+echo "$relay" > "$dir/relay.pid"  # for the watchdog: a kernel is attached
+# The followers' own complaints must not look like output.
+sh "$dir/spool.sh" follow "$dir/out" "$4" "$marker" "$relay" 2>/dev/null &
+out=$!
+sh "$dir/spool.sh" follow "$dir/err" "$5" "$marker" "$relay" 3>&2 2>/dev/null 1>&3 &
+err=$!
 (
   while kill -0 "$pid" 2>/dev/null; do sleep 1; done
-  sleep 0.5 2>/dev/null || sleep 1  # let the tails pass on the last bytes
-  kill "$out" "$err" 2>/dev/null
+  sleep 0.5 2>/dev/null || sleep 1  # let the followers pass on the last bytes
   kill -USR1 "$relay" 2>/dev/null
 ) </dev/null >/dev/null 2>&1 &
 watch=$!
-trap 'kill "$out" "$err" "$watch" 2>/dev/null; exit 4' USR1
 exec 3<>"$dir/in" 4<&0
-cat <&4 >&3 &  # (an asynchronous command's stdin would be /dev/null)
-wait $!
-kill "$out" "$err" "$watch" 2>/dev/null
+cat <&4 >&3 2>/dev/null &  # (an asynchronous command's stdin would be /dev/null)
+input=$!
+wait $input
+stop
