@@ -9,7 +9,14 @@ from harness import descendants, pids_matching, wait_until
 
 
 def open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+    """The process's open fds, once steady: bash restores the fds it saved
+    for the end frame's redirection just after writing it, so a count taken
+    the moment a reply arrives may include them."""
+    counts = [len(os.listdir(f"/proc/{pid}/fd"))]
+    while len(counts) < 2 or counts[-1] != counts[-2]:
+        time.sleep(0.05)
+        counts.append(len(os.listdir(f"/proc/{pid}/fd")))
+    return counts[-1]
 
 
 def test_state_directory_is_private_and_removed_at_shutdown(start_kernel):

@@ -26,7 +26,7 @@ if [[ -z ${__shell_kernel_dir-} ]]; then
     || __shell_kernel_dir=
 fi
 if [[ -n $__shell_kernel_dir ]]; then
-  (builtin umask 077 && builtin : >| "$__shell_kernel_dir/status" && builtin : >| "$__shell_kernel_dir/jobs") 2>/dev/null
+  (builtin umask 077 && builtin : >| "$__shell_kernel_dir/status") 2>/dev/null
 fi
 
 # The prompt machinery is useless without a terminal and would only cost
@@ -39,6 +39,30 @@ builtin shopt -s huponexit 2>/dev/null
 # Programs must never wait for a terminal: no pagers, unbuffered Python.
 builtin export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER= \
   PYTHONUNBUFFERED=1 TERM=dumb
+
+# The shell's children, as pids. At the end of a cell no cell runs, so they
+# are all background jobs: every process of a pipeline, disowned and nohup'd
+# jobs too (`jobs -p` lists neither). reap.sh spares their trees when it
+# interrupts a later cell or query. Linux lists them without a fork.
+__shell_kernel_children() {
+  builtin local children self pid ppid
+  if [[ -r /proc/$$/task/$$/children ]]; then
+    IFS= builtin read -r children < "/proc/$$/task/$$/children"
+    builtin printf '%s\n' "$children"
+    builtin return 0
+  fi
+  # ps lists itself as a child: it runs as the command substitution, whose
+  # pid comes first.
+  children=$(builtin printf '%s\n' "$BASHPID"; builtin exec ps -A -o pid= -o ppid= 2>/dev/null)
+  { IFS= builtin read -r self
+    while IFS=$' \t' builtin read -r pid ppid; do
+      if [[ $ppid == "$$" && $pid != "$self" ]]; then builtin printf '%s\n' "$pid"; fi
+    done; } <<< "$children"
+}
+# Jobs that the startup files left running are background jobs too.
+if [[ -n $__shell_kernel_dir ]]; then
+  (builtin umask 077 && __shell_kernel_children >| "$__shell_kernel_dir/jobs") 2>/dev/null
+fi
 
 # End of a cell: record the status, then frame the end on both streams.
 # The kernel sends
@@ -58,7 +82,7 @@ __shell_kernel_post() {
     __shell_kernel_done=$seq
     if [[ -n ${__shell_kernel_dir-} ]]; then
       { builtin printf '%s\n%s\n%s' "$seq" "$status" "${PWD-}" >| "$__shell_kernel_dir/status"
-        builtin jobs -p >| "$__shell_kernel_dir/jobs"
+        __shell_kernel_children >| "$__shell_kernel_dir/jobs"
         if [[ -n ${__shell_kernel_snapshot-} ]]; then
           builtin export -p >| "$__shell_kernel_dir/exports"
         fi; } 2>/dev/null || builtin true
@@ -126,17 +150,20 @@ __shell_kernel_query() {
   __shell_kernel_send_file reply "$reply" "$seq" >&61
 }
 
-# Write a frame whose payload is FILE's bytes: \036\037token\037KIND\037
-# FIELD...\037LENGTH\037\036 then LENGTH raw bytes (no encoding needed, so
-# binary data costs nothing and no tool beyond cat and wc is required).
+# Hand FILE's bytes to the kernel: copied into the state directory as
+# payload.PID.N, named by a frame \036\037token\037KIND\037FIELD...\037SIZE\037NAME\037\036
+# that goes out in one short write, so that a background job printing at the
+# same moment can neither split the frame nor mix into the bytes (which never
+# travel in band); the kernel fetches the file and removes it.
+__shell_kernel_payloads=0
 __shell_kernel_send_file() {
-  builtin local kind="$1" file="$2" size
+  builtin local kind="$1" file="$2" size name frame
   builtin shift 2
   size=$(builtin command wc -c < "$file") || builtin return 1
-  builtin printf '\036\037%s\037%s' "$__shell_kernel_token" "$kind"
-  builtin printf '\037%s' "$@" $(( size ))
-  builtin printf '\037\036'
-  builtin command cat -- "$file"
+  name=payload.$BASHPID.$(( ++__shell_kernel_payloads ))
+  builtin command cp -- "$file" "$__shell_kernel_dir/$name" || builtin return 1
+  builtin printf -v frame '\037%s' "$kind" "$@" $(( size )) "$name"
+  builtin printf '\036\037%s%s\037\036' "$__shell_kernel_token" "$frame"
 }
 
 # display [--mime TYPE] [--id NAME] [FILE]: show FILE (or standard input)
@@ -209,6 +236,37 @@ exit() {
   builtin exit "$status"
 }
 
-builtin printf '\036\037%s\037ready\037%s\037%s\037%s\037\036' \
-  "$__shell_kernel_token" "$$" "$BASH_VERSION" "$__shell_kernel_dir" >&61
+# Owned by this user, not a symlink, writable by nobody else.
+__shell_kernel_private() {
+  builtin local mode
+  [[ -O $1 && ! -L $1 ]] || builtin return 1
+  mode=$(builtin command ls -ld -- "$1" 2>/dev/null) || builtin return 1
+  [[ ${mode:5:1} != w && ${mode:8:1} != w ]]
+}
+
+# A shell lost with its connection (ephemeral SSH) is followed by one that
+# takes over its exported variables and working directory, from the old
+# state directory; only if that directory and its exports file are the
+# user's own and writable by nobody else: after a /tmp cleaner, another user
+# may have made that path, and sourcing their file would run their code.
+__shell_kernel_restored=
+if [[ -n ${__shell_kernel_restore_dir-} ]]; then
+  if __shell_kernel_private "$__shell_kernel_restore_dir" \
+      && { [[ ! -e $__shell_kernel_restore_dir/exports ]] \
+           || __shell_kernel_private "$__shell_kernel_restore_dir/exports"; }; then
+    if [[ -r $__shell_kernel_restore_dir/exports ]]; then
+      builtin source "$__shell_kernel_restore_dir/exports"
+    fi
+    __shell_kernel_restored=yes
+  else
+    __shell_kernel_restored=refused
+  fi
+  if [[ -n ${__shell_kernel_restore_cwd-} ]]; then
+    builtin cd -- "$__shell_kernel_restore_cwd" 2>/dev/null
+  fi
+  builtin unset -v __shell_kernel_restore_dir __shell_kernel_restore_cwd
+fi
+
+builtin printf '\036\037%s\037ready\037%s\037%s\037%s\037%s\037\036' \
+  "$__shell_kernel_token" "$$" "$BASH_VERSION" "$__shell_kernel_dir" "$__shell_kernel_restored" >&61
 builtin printf '\036\037%s\037ready\037\036' "$__shell_kernel_token" >&62

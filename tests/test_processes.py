@@ -1,0 +1,237 @@
+"""Processes around a cell: earlier cells' background jobs survive interrupts,
+an escalation never signals a stranger nor leaves the shell stopped, nothing
+outlives a killed kernel, and the shell starts with default signals."""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import pids_matching, wait_until
+from test_interrupt import interrupt_after
+
+NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"
+
+
+def stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name (state, ppid, ...); [] once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def process_state(pid: int) -> str | None:
+    """R, S, T (stopped), Z...; None once the process is gone."""
+    fields = stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def parent_of(pid: int) -> int | None:
+    fields = stat_fields(pid)
+    return int(fields[1]) if fields else None
+
+
+def gone(pid: int) -> bool:
+    return process_state(pid) in (None, "Z")
+
+
+def signal_masks(status: str) -> dict:
+    """Blocked, ignored and caught signals in a /proc/PID/status text, as integers."""
+    return {key: int(value, 16) for key, _, value in
+            (line.partition(":") for line in status.splitlines())
+            if key in ("SigBlk", "SigIgn", "SigCgt")}
+
+
+def catches_sigint(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return bool(signal_masks(status)["SigCgt"] & 1 << (signal.SIGINT - 1))
+
+
+def kill_markers(*markers):
+    for marker in markers:
+        for pid in pids_matching(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def job(marker: str) -> str:
+    """A command that, like many servers, dies of SIGINT even as a background
+    job (which bash starts with SIGINT ignored)."""
+    return ("python3 -c 'import signal, time; signal.signal(signal.SIGINT, "
+            f"signal.default_int_handler); time.sleep({marker})'")
+
+
+def start_background_jobs(kernel, tag: str) -> list[str]:
+    """Every kind of background job: both processes of a pipeline, a nohup'd
+    and disowned job, a plainly disowned one."""
+    markers = [f"1000.{tag}{n}" for n in range(1, 5)]
+    kernel.ok(f"{job(markers[0])} | {job(markers[1])} &\n"
+              f"nohup {job(markers[2])} >/dev/null 2>&1 & disown $!\n"
+              f"{job(markers[3])} & disown")
+    assert wait_until(lambda: all(len(pids_matching(m)) == 1 and catches_sigint(pids_matching(m)[0])
+                                  for m in markers), timeout=10)
+    return markers
+
+
+def test_every_kind_of_background_job_survives_an_interrupt(kernel):
+    markers = start_background_jobs(kernel, "12")
+    try:
+        # 1000.126 ignores SIGINT: once it is gone, the sweep of what is
+        # left of the cell (SIGTERM, after the cell's end) is over too.
+        execution = interrupt_after(kernel, "(trap '' INT; exec sleep 1000.126) & sleep 1000.125")
+        assert execution.exit_code == 130
+        assert wait_until(lambda: not pids_matching("1000.125") and not pids_matching("1000.126"),
+                          timeout=10)
+        for marker in markers:
+            assert pids_matching(marker), f"background job {marker} was killed"
+    finally:
+        kill_markers(*markers)
+
+
+def test_background_jobs_survive_the_interrupt_of_a_query_that_hangs(kernel):
+    markers = start_background_jobs(kernel, "22")
+    # A `man` that never answers: inspecting a command then hangs, and the
+    # kernel ends the query with a SIGINT after its timeout.
+    kernel.ok("HUNG_BIN=$(mktemp -d) && OLD_PATH=$PATH\n"
+              "printf '#!/bin/sh\\nexec sleep 1000.226\\n' > \"$HUNG_BIN/man\"\n"
+              "printf '#!/bin/sh\\n' > \"$HUNG_BIN/shellkerneltool\"\n"
+              "chmod +x \"$HUNG_BIN/man\" \"$HUNG_BIN/shellkerneltool\"\n"
+              "PATH=$HUNG_BIN:$PATH")
+    try:
+        msg_id = kernel.kc.inspect("shellkerneltool", 3)
+        assert wait_until(lambda: pids_matching("1000.226"), timeout=10), "the query did not hang"
+        while (reply := kernel.kc.get_shell_msg(timeout=30))["parent_header"]["msg_id"] != msg_id:
+            pass
+        assert reply["content"]["found"] is False
+        assert wait_until(lambda: not pids_matching("1000.226"), timeout=5)
+        for marker in markers:
+            assert pids_matching(marker), f"background job {marker} was killed"
+        assert kernel.ok("PATH=$OLD_PATH; rm -rf \"$HUNG_BIN\"; echo back") == "back\n"
+    finally:
+        kill_markers(*markers, "1000.226")
+
+
+def start_with_pid(pid: int, argv: list[str]) -> subprocess.Popen:
+    """Start argv as process `pid`, as PID reuse would (ns_last_pid: root)."""
+    for _ in range(200):
+        with open(NS_LAST_PID, "w") as f:
+            f.write(str(pid - 1))
+        proc = subprocess.Popen(argv)
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait()
+    pytest.fail(f"could not start a process with pid {pid}")
+
+
+@pytest.mark.skipif(not os.access(NS_LAST_PID, os.W_OK), reason="needs root to choose pids")
+def test_escalation_never_signals_a_process_that_reused_a_noted_pid(kernel):
+    # 1000.132 ignores SIGINT: the sweep after the cell's end (SIGTERM to
+    # what is left of the processes noted at the interrupt) must end it.
+    msg_id = kernel.start("(trap '' INT; exec sleep 1000.132) & sleep 1000.131")
+    assert wait_until(lambda: pids_matching("1000.131") and pids_matching("1000.132"))
+    [noted] = pids_matching("1000.131")
+    kernel.km.interrupt_kernel()
+    assert wait_until(lambda: not os.path.exists(f"/proc/{noted}"), timeout=5)
+    stranger = start_with_pid(noted, ["sleep", "1000.133"])
+    try:
+        assert kernel.collect(msg_id).exit_code == 130
+        assert wait_until(lambda: not pids_matching("1000.132"), timeout=10)
+        assert not wait_until(lambda: stranger.poll() is not None, timeout=1), \
+            "a process that took a noted pid was signalled"
+    finally:
+        stranger.kill()
+        stranger.wait()
+        kill_markers("1000.132")
+
+
+def test_a_side_command_that_hangs_never_leaves_the_shell_stopped(start_kernel, tmp_path):
+    # A ps that blocks in the SIGTERM round of an interrupt while a flag file
+    # exists, as on a host where reading some process's /proc entry hangs:
+    # that round cannot finish, and the kernel gives up on it after its timeout.
+    flag = tmp_path / "ps-hangs"
+    flag.touch()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake_ps = bindir / "ps"
+    fake_ps.write_text(
+        "#!/bin/sh\n"
+        "if tr '\\0' ' ' < /proc/$PPID/cmdline | grep -q 'shell_kernel cell TERM'; then\n"
+        f"  while [ -e '{flag}' ]; do sleep 0.1; done\n"
+        "fi\n"
+        f"exec '{shutil.which('ps')}' \"$@\"\n")
+    fake_ps.chmod(0o755)
+    kernel = start_kernel(PATH=f"{bindir}:{os.environ['PATH']}")
+    shell_pid = int(kernel.ok("echo $$"))
+    msg_id = kernel.start("bash -c \"trap '' INT; sleep 1000.141\"")
+    try:
+        assert wait_until(lambda: pids_matching("1000.141"), timeout=10)
+        kernel.km.interrupt_kernel()
+        # reap.sh's own process (its subshells share its command line).
+        term_round = lambda: [p for p in pids_matching("shell_kernel cell TERM")  # noqa: E731
+                              if parent_of(p) == kernel.pid]
+        assert wait_until(term_round, timeout=10)
+        # The round hangs: the shell must not be held stopped meanwhile...
+        assert wait_until(lambda: pids_matching(str(fake_ps)), timeout=5)
+        assert process_state(shell_pid) != "T", "the shell is stopped while a side command hangs"
+        assert wait_until(lambda: not term_round(), timeout=20), \
+            "the kernel did not give up on the side command"
+        flag.unlink()
+        # ...nor left stopped once the kernel gave up on it.
+        assert wait_until(lambda: process_state(shell_pid) != "T", timeout=5), \
+            "the shell is left stopped"
+    finally:
+        flag.unlink(missing_ok=True)
+        kill_markers("1000.141")
+    kernel.collect(msg_id)
+    assert kernel.ok("echo alive") == "alive\n"
+
+
+def test_a_killed_kernel_leaves_no_shell_cell_or_state_behind(start_kernel):
+    kernel = start_kernel()
+    kernel.ok("sleep 1000.151 &")
+    shell_pid = int(kernel.ok("echo $$"))
+    [state] = list(Path(kernel.tmpdir).glob("shell_kernel.*"))
+    kernel.start("sleep 1000.152")
+    try:
+        assert wait_until(lambda: pids_matching("1000.152"), timeout=10)
+        os.kill(kernel.pid, signal.SIGKILL)
+        assert wait_until(lambda: gone(shell_pid), timeout=10), "the shell outlived its kernel"
+        for marker in ("1000.151", "1000.152"):
+            assert wait_until(lambda: not pids_matching(marker), timeout=10), marker
+        assert wait_until(lambda: not state.exists(), timeout=10)
+    finally:
+        kill_markers("1000.151", "1000.152")
+
+
+def test_shell_and_cells_start_with_default_signal_dispositions(start_kernel):
+    # As after `jupyter lab &` in a script: the kernel inherits SIGINT
+    # ignored (and here also a blocked signal).
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+    try:
+        kernel = start_kernel()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, previous)
+    masks = signal_masks(kernel.ok("cat /proc/self/status"))
+    assert (masks["SigIgn"], masks["SigBlk"]) == (0, 0)
+    ready = kernel.tmpdir / "python-ready"
+    msg_id = kernel.start(f"python3 -c 'import pathlib, time; pathlib.Path(\"{ready}\").touch(); "
+                          "time.sleep(1000.171)'")
+    assert wait_until(ready.exists, timeout=30), "python did not start"
+    kernel.km.interrupt_kernel()
+    execution = kernel.collect(msg_id)
+    assert execution.exit_code == 130
+    assert "KeyboardInterrupt" in execution.stderr
