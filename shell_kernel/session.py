@@ -273,10 +273,6 @@ class ShellSession:
                 notice = self._restart()
                 if notice:
                     self._sink("stderr", f"[shell_kernel] {notice}\n")
-            try:
-                self._backend.before_cell()
-            except BackendError as err:
-                log.warning("housekeeping before the cell failed: %s", err)
             prepared = protocol.prepare_cell(code)
             if prepared.removed_nul:
                 self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "

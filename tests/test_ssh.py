@@ -8,9 +8,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
-from conftest import install_spec
 from harness import pids_matching, wait_until
 from sshd_server import SSHServer
 

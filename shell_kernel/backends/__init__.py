@@ -52,7 +52,7 @@ class Backend(abc.ABC):
     """A bash somewhere, and the bytes to and from it: a handful of verbs.
 
     The session (shell_kernel.session) calls the verbs from its caller thread
-    (start, send, before_cell, reattach, close) and its interrupt thread
+    (start, send, reattach, close) and its interrupt thread
     (side_command, send); a backend serialises what needs it. Every verb
     raises BackendError, with a message for the user, when it cannot do its
     job; the session treats any other exception the same way (see Contained).
@@ -92,9 +92,6 @@ class Backend(abc.ABC):
         """The bytes of a file the shell wrote into its state directory (a
         display's or a query's payload), which is then removed. Called from
         the session's pump thread; raises BackendError when it cannot."""
-
-    def before_cell(self) -> None:
-        """Called while the shell is idle, before each cell: housekeeping."""
 
     def reattach(self) -> None:
         """Reconnect to the same shell, resuming its output where it stopped;
@@ -173,9 +170,6 @@ class Contained:
 
     def fetch(self, path: str) -> bytes:
         return self._call("fetch", path)
-
-    def before_cell(self) -> None:
-        self._call("before_cell")
 
     def reattach(self) -> None:
         self._call("reattach")
