@@ -1,0 +1,152 @@
+"""Prompts: the terminal that cells read, and the questions it carries.
+
+Every cell's standard input is a pseudo-terminal on the shell's host, held
+by shell/prompts.bash, which reports each process of the cell that waits in
+a read of it. The session turns such a report into a Prompt (the text the
+process printed on the current line, and whether it is a password); the
+kernel asks the user and the answer, with a newline, is written to the
+terminal. Without a way to ask (an automated run), the read gets end-of-file.
+No Python is needed on the host; nothing here knows Jupyter or paramiko.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import protocol, shell
+from .backends import BackendError, Contained, Terminal
+
+log = logging.getLogger("shell_kernel.prompts")
+
+WATCH_SCRIPT = shell.script("prompts.bash")
+#: The askpass helper's name, as the host's /proc/PID/comm shows it (see session.bash).
+ASKPASS_NAME = "sk-askpass"
+#: Answers that mean end-of-file (Ctrl-D in a terminal).
+EOF_ANSWERS = ("^D", "\x04")
+#: How long a prompt's text may take to arrive after its read was reported:
+#: the output and the report travel separately.
+SETTLE_SECONDS = 0.05
+#: How long a new shell waits for its terminal (a login on the host).
+START_SECONDS = 10.0
+#: How long a partial line is held back from the frontend, so that it can
+#: still become a prompt's text instead of output.
+PARTIAL_HOLD_SECONDS = 0.4
+
+# Programs that read keys (the terminal in -icanon mode) but can be driven a
+# line at a time: shells and REPLs on readline or editline. Any other program
+# that reads keys (vim, top, less, nano, fzf...) needs a real terminal.
+LINE_DRIVEN = frozenset({
+    "bash", "sh", "dash", "zsh", "ksh", "fish", "busybox", "node", "irb", "ruby", "bc", "dc",
+    "sqlite3", "psql", "mysql", "mariadb", "gdb", "lua", "R", "ghci", "php", "perl", "ipython",
+    "ftp", "sftp", "bluetoothctl", "redis-cli",
+})
+_SECRET = re.compile(r"pass(word|phrase|code)|passwort|mot de passe|contrase|\bPIN\b", re.I)
+# Control characters that a terminal in canonical mode would act on (erase,
+# kill, interrupt, end-of-file...): never part of an answer.
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+@dataclass
+class Prompt:
+    text: str
+    password: bool
+    command: str  # what asked, for messages: "read", "python3", "ssh"...
+    key: tuple  # (pid, read number) of the read it answers
+    #: Set when the read is over without an answer (it timed out, the cell
+    #: ended or was interrupted): the question is moot.
+    over: threading.Event = field(default_factory=threading.Event)
+
+
+def asking_command(frame: protocol.ReadingFrame, shell_pid: int) -> str:
+    if frame.name == ASKPASS_NAME:
+        return frame.parent or "a program"  # sudo, ssh, git...
+    if frame.pid == shell_pid:
+        return "read"  # the shell's own builtin (read, mapfile)
+    return frame.name
+
+
+def make_prompt(frame: protocol.ReadingFrame, text: str, shell_pid: int) -> Prompt:
+    # Echo off in line mode is a password (read -s, askpass); in key mode it
+    # is readline, which echoes by itself.
+    password = (not frame.echo and frame.lines) or bool(_SECRET.search(text))
+    return Prompt(text, password, asking_command(frame, shell_pid), (frame.pid, frame.reads))
+
+
+def needs_terminal(frame: protocol.ReadingFrame) -> bool:
+    """A full-screen or key-driven program, which a notebook cannot drive."""
+    return not frame.lines and not frame.name.startswith("python") \
+        and frame.name not in LINE_DRIVEN
+
+
+def needs_terminal_notice(command: str) -> str:
+    return (f"[shell_kernel] '{command}' needs a terminal: it reads keys, not lines, which a "
+            "notebook cannot give, so the cell was stopped. Use JupyterLab's terminal (File > "
+            "New > Terminal), or a command-line form (top -b -n 1; cat or head instead of a "
+            "pager; sed or vim -es for edits).\n")
+
+
+def no_input_notice(command: str) -> str:
+    return (f"[shell_kernel] '{command}' asked for input; this run cannot answer prompts, so "
+            "it got end-of-file (give the input in the cell: a here-string <<<, a pipe or a "
+            "parameter).\n")
+
+
+def answer_bytes(answer: str | None) -> bytes:
+    """What to write to the terminal for an answer (None: end-of-file)."""
+    if answer is None or answer in EOF_ANSWERS:
+        return b"\x04"
+    return _CONTROLS.sub("", answer).encode("utf-8", "replace") + b"\n"
+
+
+class InputTerminal:
+    """The terminal one shell's cells read, watched by prompts.bash.
+
+    Frames from the watcher go to on_frame (called on the terminal's reader
+    thread); everything else that comes back from the terminal (its echo of
+    the answers, which may be passwords, and startup-file noise) is dropped
+    unread. on_frame(None) says the terminal is gone."""
+
+    def __init__(self, backend: Contained, token: str, shell_pid: int, state_dir: str,
+                 on_frame: Callable[[protocol.Frame | None], None]):
+        self._scanner = protocol.FrameScanner(token, "terminal")
+        self._on_frame = on_frame
+        self._path: str | None = None
+        self._settled = threading.Event()  # the path is known, or never will be
+        self._terminal: Terminal = backend.open_terminal(
+            WATCH_SCRIPT, [token, str(shell_pid), state_dir], self._on_data)
+
+    def _on_data(self, data: bytes) -> None:
+        if not data:
+            self._path = None
+            self._settled.set()
+            self._on_frame(None)
+            return
+        for item in self._scanner.feed(data):
+            if isinstance(item, protocol.TtyFrame):
+                self._path = item.path
+                self._settled.set()
+            elif not isinstance(item, bytes):
+                self._on_frame(item)
+
+    def path(self, timeout: float) -> str | None:
+        """The terminal's path on the host, waiting up to timeout for the
+        watcher to start; None if there is none (cells then read /dev/null)."""
+        self._settled.wait(timeout)
+        return self._path
+
+    def answer(self, answer: str | None) -> None:
+        try:
+            self._terminal.write(answer_bytes(answer))
+        except BackendError as err:
+            log.info("could not deliver an answer: %s", err)
+
+    def close(self) -> None:
+        self._path = None
+        try:
+            self._terminal.close()
+        except (BackendError, OSError) as err:
+            log.debug("closing the terminal: %s", err)

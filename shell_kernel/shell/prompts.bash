@@ -1,0 +1,161 @@
+# shell_kernel: notice the cell's processes that wait for input. Bash, beside the shell.
+#
+#   bash prompts.bash TOKEN SHELL_PID STATE_DIR
+#
+# Runs under a pseudo-terminal of its own (its controlling terminal), which
+# is the standard input of every cell: what the kernel writes to the
+# terminal's other side is what the cell reads. This script never reads it.
+# It writes frames (\036\037TOKEN\037KIND\037FIELD...\037\036) to the terminal:
+#   tty PATH                                 once, first: the path cells open
+#   reading PID READS ECHO LINES NAME PARENT a process blocked reading the terminal
+#   done PID READS                           that read is over (answered, timed out, gone)
+# READS (the process's count of read calls) tells one read from the next;
+# ECHO is 0 when the terminal does not echo (read -s, a password prompt);
+# LINES is 0 when it delivers keys, not lines (-icanon: vim, top, readline).
+#
+# A process waits for input when the kernel says it is in read(2) on a
+# descriptor that is this terminal, or in select(2) on descriptor 0 alone
+# (bash's read -t), or, with the terminal in key mode, in poll/select/epoll
+# with descriptor 0 this terminal (ssh to an interactive shell; in line mode
+# that is a program merely waiting, e.g. ssh running a quiet command). Only the shell's process tree is looked at, and only
+# while the shell runs a cell, so cells that never read cost nothing.
+# Linux only (/proc); elsewhere it reports nothing and cells get end-of-file.
+
+token=$1 shell=$2 dir=$3
+tty=$(tty 2>/dev/null) || exit 0
+exec </dev/null 2>/dev/null
+# The askpass helper (SSH_ASKPASS, SUDO_ASKPASS, GIT_ASKPASS: see
+# session.bash) asks its question ($1) through this terminal, which it finds
+# in $dir/tty (git gives it no standard input). Its name is what the kernel
+# knows it by; echo off marks the question a password, except ssh's yes/no.
+if [[ -n $dir ]]; then
+  builtin printf '%s\n' "$tty" > "$dir/tty"
+  builtin printf '%s\n' '#!/bin/sh' \
+    '# shell_kernel: ask the notebook (see prompts.bash).' \
+    'IFS= read -r tty < "${0%/*}/tty" && exec 0<"$tty" || exit 1' \
+    'case $1 in' \
+    "  *'(yes/no'*) ;;" \
+    "  *) stty -echo 2>/dev/null; trap 'stty echo 2>/dev/null' EXIT ;;" \
+    'esac' \
+    "printf '%s' \"\$1\" >&2" \
+    'IFS= read -r answer || exit 1' \
+    "printf '%s\\n' \"\$answer\"" > "$dir/sk-askpass.$$" \
+    && chmod 700 "$dir/sk-askpass.$$" && mv -f "$dir/sk-askpass.$$" "$dir/sk-askpass"
+fi
+builtin printf '\036\037%s\037tty\037%s\037\036\n' "$token" "$tty"
+[[ -r /proc/$shell/syscall ]] || exec sleep 2147483647  # no /proc: keep the terminal, report nothing
+
+# System call numbers of read, readv, pread64; of select/pselect6 (whose
+# first argument, the highest descriptor + 1, is 0x1 when only 0 is
+# watched); and of poll, ppoll, epoll_wait, epoll_pwait.
+case $HOSTTYPE in  # bash knows the machine: no uname
+  x86_64) reads=' 0 19 17 ' selects=' 23 270 ' polls=' 7 271 232 281 ' ;;
+  aarch64|arm64) reads=' 63 65 67 ' selects=' 72 ' polls=' 73 22 ' ;;
+  i?86) reads=' 3 145 180 ' selects=' 142 308 ' polls=' 168 309 256 319 ' ;;
+  arm*) reads=' 3 145 180 ' selects=' 142 335 ' polls=' 168 336 252 346 ' ;;
+  *) reads=' 0 ' selects=' ' polls=' ' ;;
+esac
+
+# A pause without a fork: a read that times out on a FIFO nobody writes.
+pause() { builtin read -r -t "$1" -u 9; }
+if ! { [[ -n $dir ]] && mkfifo -m 600 "$dir/prompts.$$" && exec 9<>"$dir/prompts.$$"; }; then
+  pause() { sleep "$1"; }
+fi
+rm -f "$dir/prompts.$$" 2>/dev/null
+
+# The shell is idle (between cells) when it waits for its commands: in
+# read(2) on descriptor 0, or select(2) on it alone, and descriptor 0 is
+# then not this terminal.
+shell_idle() {
+  local nr arg rest
+  builtin read -r nr arg rest < "/proc/$shell/syscall" || builtin return 1
+  [[ ( $reads == *" $nr "* && $arg == 0x0 ) || ( $selects == *" $nr "* && $arg == 0x1 ) ]] \
+    && [[ ! /proc/$shell/fd/0 -ef $tty ]]
+}
+
+# The shell's process tree, as "pid pid ..." in $tree.
+collect_tree() {
+  local queue=("$shell") pid kids
+  tree=
+  while (( ${#queue[@]} )); do
+    pid=${queue[0]} queue=("${queue[@]:1}")
+    tree+=" $pid"
+    kids=
+    builtin read -r kids < "/proc/$pid/task/$pid/children" 2>/dev/null
+    # shellcheck disable=SC2206
+    queue+=($kids)
+  done
+}
+
+# Whether PID waits for input on the terminal; if so, sets $reads_done
+# (its count of read calls, which tells one read from the next), and
+# $keys_only (it only waits if the terminal is in key mode: see above).
+waiting() {
+  local pid=$1 nr arg rest line
+  [[ /proc/$pid/fd/0 -ef $tty ]] || builtin return 1
+  builtin read -r nr arg rest < "/proc/$pid/syscall" || builtin return 1
+  keys_only=
+  if [[ $reads == *" $nr "* ]]; then
+    [[ /proc/$pid/fd/$(( arg )) -ef $tty ]] || builtin return 1
+  elif [[ $selects == *" $nr "* && $arg == 0x1 ]]; then
+    :
+  elif [[ $selects == *" $nr "* || $polls == *" $nr "* ]]; then
+    keys_only=yes
+  else
+    builtin return 1
+  fi
+  reads_done=0
+  while builtin read -r line; do
+    if [[ $line == syscr:* ]]; then reads_done=${line#syscr: }; break; fi
+  done < "/proc/$pid/io"
+}
+
+# Says that PID waits in its read number READS: with its name, its parent's
+# name and the terminal's modes (a fork for stty, once per read). With
+# KEYS_ONLY, only if the terminal is in key mode (else returns 2).
+report() {
+  local pid=$1 reads_done=$2 keys_only=$3 name= stat ppid parent= echo=1 lines=1 modes
+  modes=" $(stty -a < "$tty") "
+  case $modes in *[[:space:]]-echo[[:space:]]*) echo=0 ;; esac
+  case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 ;; esac
+  if [[ -n $keys_only && $lines == 1 ]]; then builtin return 2; fi
+  builtin read -r name < "/proc/$pid/comm"
+  builtin read -r stat < "/proc/$pid/stat"
+  stat=${stat##*) }  # after the name, which may hold spaces and parentheses
+  ppid=${stat#* }; ppid=${ppid%% *}
+  builtin read -r parent < "/proc/$ppid/comm"
+  builtin printf '\036\037%s\037reading\037%s\037%s\037%s\037%s\037%s\037%s\037\036\n' \
+    "$token" "$pid" "$reads_done" "$echo" "$lines" "$name" "$parent"
+}
+
+reported=()  # "pid:reads" of the reads reported and not yet over
+waiters=" "  # "pid:reads" of processes found merely waiting (line mode), not reported
+while [[ -e /proc/$shell ]]; do
+  still=()
+  if ! shell_idle; then
+    collect_tree
+    for pid in $tree; do
+      waiting "$pid" || continue
+      if [[ $waiters == *" $pid:$reads_done "* ]]; then continue; fi
+      if [[ " ${reported[*]} " != *" $pid:$reads_done "* ]]; then
+        report "$pid" "$reads_done" "$keys_only"
+        case $? in
+          0) ;;
+          2) waiters+="$pid:$reads_done "; continue ;;
+          *) exit 0 ;;  # the terminal hung up
+        esac
+      fi
+      still+=("$pid:$reads_done")
+    done
+  else
+    waiters=" "
+  fi
+  for key in "${reported[@]}"; do
+    if [[ " ${still[*]} " != *" $key "* ]]; then
+      builtin printf '\036\037%s\037done\037%s\037%s\037\036\n' "$token" "${key%:*}" "${key#*:}" \
+        || exit 0
+    fi
+  done
+  reported=("${still[@]}")
+  if (( ${#reported[@]} )) || ! shell_idle; then pause 0.05; else pause 0.2; fi
+done

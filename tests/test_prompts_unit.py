@@ -1,0 +1,101 @@
+"""Pure logic of prompts: the frames, the prompt's text held back from the
+output, passwords, answers."""
+
+from __future__ import annotations
+
+from shell_kernel import protocol
+from shell_kernel.output import Coalescer
+from shell_kernel.prompts import answer_bytes, make_prompt, needs_terminal
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def coalescer():
+    sent, clock = [], Clock()
+    c = Coalescer(lambda stream, text: sent.append((stream, text)), interval=0.05, clock=clock)
+    c.partial_hold = 0.4
+    return c, sent, clock
+
+
+def test_a_trailing_partial_line_is_held_and_can_become_a_prompt():
+    c, sent, clock = coalescer()
+    c.add("stdout", "line one\nName: ")
+    clock.now = 0.06
+    c.flush_if_due()
+    assert sent == [("stdout", "line one\n")]  # complete lines go out as usual
+    assert c.holds_partial and c.deadline() == 0.4
+    assert c.take_partial() == ("stdout", "Name: ")
+    c.flush()
+    assert sent == [("stdout", "line one\n")]  # the prompt's text is not output too
+
+
+def test_a_partial_line_goes_out_once_held_long_enough():
+    c, sent, clock = coalescer()
+    c.add("stderr", "progress ...")
+    clock.now = 0.1
+    c.flush_if_due()
+    assert sent == []
+    clock.now = 0.41
+    c.flush_if_due()
+    assert sent == [("stderr", "progress ...")]
+
+
+def test_carriage_returns_end_a_partial_line():
+    c, sent, clock = coalescer()
+    c.add("stdout", "50%\r")
+    assert not c.holds_partial
+    clock.now = 0.06
+    c.flush_if_due()
+    assert sent == [("stdout", "50%\r")]
+
+
+def test_without_a_hold_partial_lines_flush_at_the_interval():
+    sent, clock = [], Clock()
+    c = Coalescer(lambda stream, text: sent.append((stream, text)), interval=0.05, clock=clock)
+    c.add("stdout", "Name: ")
+    clock.now = 0.06
+    c.flush_if_due()
+    assert sent == [("stdout", "Name: ")]
+
+
+def test_watcher_frames_parse():
+    assert protocol.parse_frame("terminal", ["tty", "/dev/pts/7"]) == protocol.TtyFrame("/dev/pts/7")
+    assert protocol.parse_frame("terminal", ["reading", "42", "7", "0", "1", "sk-askpass",
+                                             "ssh"]) == \
+        protocol.ReadingFrame(42, 7, False, True, "sk-askpass", "ssh")
+    assert protocol.parse_frame("terminal", ["done", "42", "7"]) == protocol.ReadDoneFrame(42, 7)
+    assert isinstance(protocol.parse_frame("terminal", ["reading", "x"]), protocol.UnknownFrame)
+
+
+def test_password_prompts_and_who_asked():
+    def frame(pid=5, echo=True, name="python3", parent="bash", lines=True):
+        return protocol.ReadingFrame(pid, 1, echo, lines, name, parent)
+    assert make_prompt(frame(echo=False), "Token: ", 1).password
+    assert not make_prompt(frame(echo=False, lines=False), ">>> ", 1).password  # readline
+    assert make_prompt(frame(), "Enter passphrase for key: ", 1).password
+    assert not make_prompt(frame(), "Continue? [y/N] ", 1).password
+    assert make_prompt(frame(pid=1, name="bash"), "", 1).command == "read"
+    assert make_prompt(frame(name="sk-askpass", parent="sudo"), "", 1).command == "sudo"
+    assert make_prompt(frame(), "", 1).command == "python3"
+
+
+def test_answers_are_lines_and_ctrl_d_is_end_of_file():
+    assert answer_bytes("yes") == b"yes\n"
+    assert answer_bytes("") == b"\n"
+    assert answer_bytes("^D") == answer_bytes(None) == b"\x04"
+    assert answer_bytes("a\x03b\x7fc") == b"abc\n"  # no ^C or erase acted on by the terminal
+    assert answer_bytes("naïve") == "naïve\n".encode()
+
+
+def test_key_driven_programs_need_a_terminal_but_shells_and_repls_do_not():
+    def frame(name, lines=False):
+        return protocol.ReadingFrame(5, 1, False, lines, name, "bash")
+    assert needs_terminal(frame("vim")) and needs_terminal(frame("top"))
+    assert not needs_terminal(frame("bash")) and not needs_terminal(frame("python3.11"))
+    assert not needs_terminal(frame("vim", lines=True))  # e.g. vim -es reading lines
