@@ -1,0 +1,87 @@
+# shell_kernel --tty: the cells' stdout and stderr are two pseudo-terminals.
+#
+# Sent before session.bash (functions only), which calls
+# __shell_kernel_open_ttys before its ready frame when __shell_kernel_tty is set.
+#
+# A terminal needs a creator on the host, and without Python there the
+# portable one is util-linux `script`: it runs a command on a new pty and
+# copies everything written to that pty to its own stdout. For each stream
+# a `script` runs a holder on its pty with its stdout on the kernel's
+# channel (fd 61 or 62: a pipe, the durable session's spool FIFO, an SSH
+# channel); the shell then points 61/62 at the two terminals, so that cells,
+# displays and end frames all go through them, each stream in its order.
+# The holder sets the terminal up (no output processing, so LF stays LF; a
+# window size), says its pid and the terminal's path through a FIFO, then waits on a
+# pipe whose other end the shell holds (fd 57 or 58): when the shell ends
+# (killed too), the holder and its `script` end. `script` reads that pipe
+# too: an old one that ends at end-of-file on its input also ends with the
+# shell. (dash takes descriptors 0-9 only, hence 7 and 8 in the holder;
+# `command exec`, since the redirections of `builtin exec` do not outlast it.)
+
+__shell_kernel_tty_columns=80 __shell_kernel_tty_lines=24
+
+__shell_kernel_open_ttys() {
+  builtin local fifo="${__shell_kernel_dir-}/ttys" out= err= out_pid= err_pid=
+  builtin local holder="stty -opost cols $__shell_kernel_tty_columns rows $__shell_kernel_tty_lines"
+  holder+=' 2>/dev/null; echo "$$ $(tty)" >&7 7>&- && exec cat <&8 >/dev/null 7>&-'
+  if [[ -z ${__shell_kernel_dir-} ]] || ! builtin type -P script >/dev/null; then
+    __shell_kernel_tty_failed "util-linux 'script' is not installed on this host"
+    builtin return 0
+  fi
+  # Opened read-write, so that the open never blocks, whoever comes.
+  if ! { builtin command mkfifo -m 600 -- "$fifo" && command exec 56<>"$fifo"; } 2>/dev/null; then
+    __shell_kernel_tty_failed "cannot make a FIFO in $__shell_kernel_dir"
+    builtin return 0
+  fi
+  builtin command rm -f -- "$fifo"
+  # Not the shell's children (the subshell leaves them to init) and in a
+  # session of their own: a cell's `kill 0`, an interrupt and the reaping
+  # of the shell's processes at shutdown (which would wait for `script` to
+  # give in to SIGTERM) leave them alone; they end with the shell.
+  builtin local -a setsid; setsid=()
+  if builtin type -P setsid >/dev/null; then setsid=(setsid); fi
+  # One after the other, so that each path read is the one just asked for.
+  command exec 57> >(command exec 8<&0 7>&56 56>&- 60<&- 62>&-
+    SHELL=/bin/sh "${setsid[@]}" script -q -c "$holder" /dev/null <&8 >&61 2>/dev/null 61>&- &)
+  IFS=' ' builtin read -r -t 5 -u 56 out_pid out
+  command exec 58> >(command exec 8<&0 7>&56 56>&- 57>&- 60<&- 61>&-
+    SHELL=/bin/sh "${setsid[@]}" script -q -c "$holder" /dev/null <&8 >&62 2>/dev/null 62>&- &)
+  IFS=' ' builtin read -r -t 5 -u 56 err_pid err
+  __shell_kernel_tty_holders=("$out_pid" "$err_pid")
+  command exec 56<&-
+  # The kernel's channels stay open on 54/55, for __shell_kernel_check_ttys.
+  if [[ $out != /dev/* || $err != /dev/* ]] \
+      || ! command exec 54>&61 55>&62 61>"$out" 62>"$err"; then
+    command exec 57>&- 58>&- 54>&- 55>&-  # the holders end
+    __shell_kernel_tty_failed "'script' gave no terminal within 5 seconds"
+    builtin return 0
+  fi
+  builtin export TERM=xterm-256color COLUMNS=$__shell_kernel_tty_columns \
+    LINES=$__shell_kernel_tty_lines
+}
+
+# At the end of each cell (from __shell_kernel_post): if a `script` or a
+# holder was killed (after `pkill script`, `script` lingers but copies no
+# more), what was written to its terminal is lost, and so would be every
+# later cell's output and end frame: the shell goes back to the kernel's
+# channels, and the cell says so. Two builtin reads per cell.
+__shell_kernel_check_ttys() {
+  builtin local pid stat alive=yes
+  for pid in "${__shell_kernel_tty_holders[@]}"; do
+    builtin kill -0 "$pid" 2>/dev/null || alive=
+    # A killed `script` leaves its holder a zombie (Linux shows it).
+    if [[ -r /proc/$pid/stat ]] && IFS= builtin read -r stat < "/proc/$pid/stat" 2>/dev/null \
+        && [[ ${stat##*) } == Z* ]]; then alive=; fi
+  done
+  if [[ -n $alive ]]; then builtin return 0; fi
+  command exec 61>&54 62>&55 54>&- 55>&- 57>&- 58>&-
+  __shell_kernel_tty=
+  builtin export TERM=dumb
+  builtin printf '%s\n' "[shell_kernel] --tty: a terminal of this shell's output ended (its 'script' process was killed), and what this cell wrote to it since is lost. The shell now writes to pipes, as without --tty; restart the kernel to get terminals again." >&62
+}
+
+# Without terminals the cells keep the pipes (and TERM=dumb); the first
+# cell says so on its stderr (see __shell_kernel_resume).
+__shell_kernel_tty_failed() {
+  __shell_kernel_notice="[shell_kernel] --tty: $1; this shell's output goes through pipes, as without --tty."
+}
