@@ -1,0 +1,313 @@
+"""Named sessions (--session NAME): the shell outlives the kernel, and the next
+kernel with the same name attaches to it and catches up."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import install_spec
+from harness import KernelHarness, pids_matching, wait_until
+from shell_kernel.shell import script
+from sshd_server import SSHServer, setenv_config
+
+UID = os.getuid()
+
+
+def lines(first: int, last: int) -> str:
+    return "".join(f"line-{i}\n" for i in range(first, last + 1))
+
+
+def stop_sessions(sessions_dir: Path) -> None:
+    for state in sessions_dir.glob("*"):
+        subprocess.run(["sh", "-c", script("launch.sh"), "launch.sh", "stop", str(state)],
+                       capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    """A private sshd whose sessions have their own TMPDIR (with a space), so
+    that the named sessions of these tests are theirs alone."""
+    work = tmp_path_factory.mktemp("named")
+    remote_tmp = work / "remote tmp"
+    remote_tmp.mkdir(mode=0o755)
+    server = SSHServer(work / "sshd", name="named-sshd",
+                       extra_config=setenv_config({"TMPDIR": str(remote_tmp)}))
+    server.start()
+    server.ssh_config = server.write_ssh_config(work / "ssh_config")
+    server.sessions_dir = remote_tmp / f"shell_kernel-{UID}"
+    yield server
+    stop_sessions(server.sessions_dir)
+    server.stop()
+
+
+@pytest.fixture
+def named(jupyter_prefix, start_kernel, host):
+    """Start a kernel whose shell is the named session NAME on the test host."""
+    count = [0]
+
+    def start(name: str, *flags: str) -> KernelHarness:
+        count[0] += 1
+        spec = f"shell-named-{os.getpid()}-{name}-{count[0]}"
+        install_spec(jupyter_prefix, spec, ["--ssh", "testhost", "--ssh-config",
+                                            str(host.ssh_config), "--session", name, *flags])
+        return start_kernel(spec)
+
+    return start
+
+
+def read_until(kernel: KernelHarness, msg_id: str, text: str, timeout: float = 30) -> str:
+    """The cell's stdout as it streams, up to and including `text`."""
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        try:
+            msg = kernel.kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            raise TimeoutError(f"{text!r} not seen; got {seen!r}") from None
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
+                and msg["content"]["name"] == "stdout":
+            seen += msg["content"]["text"]
+    return seen
+
+
+def sessions_cli(host, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shell_kernel", "sessions", "--ssh", "testhost",
+                           "--ssh-config", str(host.ssh_config), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+# Five lines, a quiet spell until the test creates the file GO (the first
+# kernel goes away in it, once the host has its acknowledgement of what it
+# received), seven more lines, status 7.
+CELL = ("for i in 1 2 3 4 5; do echo line-$i; done; until [ -e '{go}' ]; do sleep 0.05; done; "
+        "for i in $(seq 6 12); do echo line-$i; sleep 0.1; done; echo on-stderr >&2; (exit 7)")
+ACKNOWLEDGED = 1.0  # seconds: a kernel acknowledges what it received within 0.25 s
+
+
+def read_stderr_until(kernel: KernelHarness, msg_id: str, text: str, timeout: float = 60) -> str:
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        msg = kernel.kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream" and msg["content"]["name"] == "stderr":
+            seen += msg["content"]["text"]
+        else:
+            kernel.stray.append(msg)
+    return seen
+
+
+def test_a_killed_kernels_running_cell_is_caught_up_exactly_once(named, tmp_path):
+    go = tmp_path / "go"
+    first = named("build")
+    shell_pid = first.ok("echo $$").strip()
+    msg_id = first.start(CELL.format(go=go))
+    seen = read_until(first, msg_id, "line-5\n")
+    time.sleep(ACKNOWLEDGED)
+    os.kill(first.pid, signal.SIGKILL)
+
+    second = named("build")
+    msg_id = second.start("echo after $$")
+    header = read_stderr_until(second, msg_id, "is still running")
+    go.touch()
+    execution = second.collect(msg_id, timeout=60)
+    assert execution.status == "ok", (execution.errors, execution.stderr)
+    assert seen + execution.stdout == lines(1, 12) + f"after {shell_pid}\n"
+    stderr = header + execution.stderr
+    assert "session build" in stderr and "is still running" in stderr, stderr
+    assert stderr.index("still running") < stderr.index("on-stderr") \
+        < stderr.index("ended with exit status 7")
+    assert execution.exit_code == 0
+
+
+def test_the_stop_button_interrupts_the_cell_a_new_kernel_waits_for(named):
+    first = named("waited")
+    shell_pid = first.ok("echo $$").strip()
+    first.start("sleep 1000.91")
+    assert wait_until(lambda: pids_matching("1000.91"))
+    os.kill(first.pid, signal.SIGKILL)
+
+    second = named("waited")
+    msg_id = second.start("echo never")
+    read_stderr_until(second, msg_id, "is still running")
+    second.km.interrupt_kernel()
+    execution = second.collect(msg_id)
+    assert execution.reply["content"]["ename"] == "KeyboardInterrupt"
+    assert "never" not in execution.stdout
+    assert wait_until(lambda: not pids_matching("1000.91"))
+    assert second.ok("echo $$").strip() == shell_pid
+
+
+def test_a_cell_that_ended_after_a_shutdown_reports_its_real_status(named, host, tmp_path):
+    go = tmp_path / "go"
+    first = named("nightly")
+    first.ok("cd /tmp; NIGHTLY=kept")
+    shell_pid = first.ok("echo $$").strip()
+    msg_id = first.start(CELL.format(go=go).replace("(exit 7)", "(exit 3)"))
+    seen = read_until(first, msg_id, "line-5\n")
+    time.sleep(ACKNOWLEDGED)
+    first.shutdown()
+    go.touch()
+    status = host.sessions_dir / "nightly" / "status"
+    # The cell ends on the host while no kernel is attached.
+    assert wait_until(lambda: status.read_text().split("\n")[1:2] == ["3"], timeout=30)
+
+    second = named("nightly")
+    execution = second.run("echo $NIGHTLY $$; pwd", timeout=60)
+    assert execution.status == "ok", (execution.errors, execution.stderr)
+    assert seen + execution.stdout == lines(1, 12) + f"kept {shell_pid}\n/tmp\n"
+    assert "ended with exit status 3" in execution.stderr
+    # Exactly once: the next kernel has nothing left to show.
+    second.shutdown()
+    third = named("nightly")
+    execution = third.run("echo again $$")
+    assert (execution.stdout, execution.stderr) == (f"again {shell_pid}\n", "")
+
+
+def test_sessions_are_listed_and_killed(named, host):
+    kernel = named("listed")
+    shell_pid = int(kernel.ok("echo $$"))
+    kernel.ok("sleep 1000.81 &")
+    msg_id = kernel.start("sleep 30")
+    time.sleep(0.5)
+    listing = sessions_cli(host)
+    assert listing.returncode == 0, listing.stderr
+    row = next(line for line in listing.stdout.splitlines() if line.startswith("listed "))
+    assert " held " in row and "cell 3 since" in row, listing.stdout
+    kernel.km.interrupt_kernel()
+    kernel.collect(msg_id)
+    kernel.shutdown()
+    assert wait_until(lambda: "detached" in sessions_cli(host).stdout)
+
+    killed = sessions_cli(host, "--kill", "listed")
+    assert killed.returncode == 0, killed.stderr
+    assert wait_until(lambda: not os.path.exists(f"/proc/{shell_pid}"))
+    assert not (host.sessions_dir / "listed").exists()
+    assert "1000.81" not in subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                           text=True).stdout
+    assert sessions_cli(host, "--kill", "listed").returncode == 1
+
+
+def test_two_kernels_never_drive_one_session(named):
+    first = named("shared")
+    shell_pid = first.ok("echo $$").strip()
+    second = named("shared")
+    refused = second.run("echo never")
+    assert refused.status == "error" and "never" not in refused.stdout
+    assert "session shared" in refused.errors[0]["evalue"]
+    assert "in use by another kernel" in refused.errors[0]["evalue"]
+
+    third = named("shared", "--take-over")
+    assert third.ok("echo $$").strip() == shell_pid
+    told = first.run("echo first")
+    assert told.status == "error" and "first" not in told.stdout
+    assert "taken over by another kernel" in told.errors[0]["evalue"]
+    assert third.ok("echo still $$").strip() == f"still {shell_pid}"
+
+
+def test_a_session_that_ended_meanwhile_is_replaced_and_the_user_told(named):
+    first = named("gone-away")
+    shell_pid = int(first.ok("echo $$"))
+    os.kill(first.pid, signal.SIGKILL)
+    os.kill(shell_pid, signal.SIGKILL)  # e.g. the OOM killer, while nobody is attached
+    execution = named("gone-away").run("echo $$")
+    assert execution.status == "ok", (execution.errors, execution.stderr)
+    assert int(execution.stdout) != shell_pid
+    assert "session gone-away on" in execution.stderr and "status 137" in execution.stderr
+    assert "this is a new shell" in execution.stderr
+
+
+def test_a_session_nobody_attaches_to_is_stopped_after_the_idle_timeout(named, host):
+    kernel = named("brief", "--remote-idle-timeout", "3")
+    shell_pid = int(kernel.ok("echo $$"))
+    os.kill(kernel.pid, signal.SIGKILL)
+    assert wait_until(lambda: not os.path.exists(f"/proc/{shell_pid}")
+                      and not (host.sessions_dir / "brief").exists(), timeout=30)
+
+
+def test_bad_names_are_refused_before_anything_runs(jupyter_prefix, host):
+    for name in ("a/b", "..", "with space", "-x", "é"):
+        done = subprocess.run([sys.executable, "-m", "shell_kernel", "install", "--prefix",
+                               str(jupyter_prefix), "--name", "never", "--ssh", "testhost",
+                               f"--session={name}"], capture_output=True, text=True)
+        assert done.returncode == 2 and "cannot name a session" in done.stderr, done.stderr
+
+
+def test_a_session_directory_others_can_write_is_refused(named, host):
+    host.sessions_dir.mkdir(mode=0o700, exist_ok=True)
+    planted = host.sessions_dir / "planted"
+    planted.mkdir()
+    planted.chmod(0o777)
+    kernel = named("planted")
+    execution = kernel.run("echo never")
+    assert execution.status == "error"
+    assert "not a private directory" in execution.errors[0]["evalue"]
+    assert list(planted.iterdir()) == []  # nothing was run there
+
+    host.sessions_dir.chmod(0o777)  # the user's directory of sessions itself
+    try:
+        execution = named("other").run("echo never")
+    finally:
+        host.sessions_dir.chmod(0o700)
+    assert execution.status == "error"
+    assert "not a private directory" in execution.errors[0]["evalue"]
+    assert not (host.sessions_dir / "other").exists()
+
+
+def test_a_local_named_session_outlives_its_kernel(jupyter_prefix, start_kernel, tmp_path):
+    shared_tmp = tmp_path / "local tmp"  # both kernels' TMPDIR: where the session is found
+    shared_tmp.mkdir(mode=0o700)
+    spec = f"shell-named-local-{os.getpid()}"
+    install_spec(jupyter_prefix, spec, ["--session", "here"])
+    first = start_kernel(spec, TMPDIR=str(shared_tmp))
+    shell_pid = first.ok("cd /tmp; echo $$").strip()
+    msg_id = first.start(CELL.format(go=tmp_path / "go"))
+    seen = read_until(first, msg_id, "line-5\n")
+    time.sleep(ACKNOWLEDGED)
+    os.kill(first.pid, signal.SIGKILL)
+    (tmp_path / "go").touch()  # the cell goes on while no kernel is attached
+
+    second = start_kernel(spec, TMPDIR=str(shared_tmp))
+    execution = second.run("echo after $$; pwd", timeout=60)
+    assert execution.status == "ok", (execution.errors, execution.stderr)
+    assert seen + execution.stdout == lines(1, 12) + f"after {shell_pid}\n/tmp\n"
+    assert "ended with exit status 7" in execution.stderr
+
+    env = {**os.environ, "TMPDIR": str(shared_tmp)}
+    listing = subprocess.run([sys.executable, "-m", "shell_kernel", "sessions"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert listing.stdout.splitlines()[1].split()[:2] == ["here", "held"], listing.stdout
+    second.shutdown()
+    assert os.path.exists(f"/proc/{shell_pid}")  # the session stays
+    killed = subprocess.run([sys.executable, "-m", "shell_kernel", "sessions", "--kill", "here"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert killed.returncode == 0, killed.stderr
+    assert wait_until(lambda: not os.path.exists(f"/proc/{shell_pid}"))
+
+
+# ------------------------------------------------ pure logic: launch.sh's answers
+
+def test_launch_answers_are_parsed_with_startup_noise_before_them():
+    from shell_kernel.backends import SessionTaken
+    from shell_kernel.named_sessions import parse_open
+
+    new = parse_open("motd\nnew 0 123 /tmp/a dir/x\n", "x", "h")
+    assert (new.pid, new.state_dir, new.attached, new.previous) == (123, "/tmp/a dir/x", None, "0")
+    attached = parse_open("attached 9 10 tok 5.2(1) 100 7 150 7 4 1700000000 3 0 /t/s p/x", "x", "h")
+    assert attached.delivered == {"stdout": 100, "stderr": 7}
+    info = attached.attached
+    assert (info.shell_pid, info.token, info.last_seq, info.running, info.backlog) == \
+        (10, "tok", 4, True, True)
+    assert info.state_dir == "/t/s p/x"
+    assert parse_open("attached 9 - - - 0 0 0 0 0 - 0 - /t/x", "x", "h").unusable
+    with pytest.raises(SessionTaken, match="session x on h is in use by another kernel"):
+        parse_open("held 1700000000", "x", "h")
