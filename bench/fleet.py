@@ -1,0 +1,398 @@
+"""The fleet figure: one five-cell runbook on N hosts, side by side with Ansible,
+the naive way and the floor.
+
+    .venv/bin/python bench/fleet.py [--sizes 1,10,50,100,200] [--naive-max 10]
+                                    [--ansible-max 200] [--out bench/README.md]
+
+The "hosts" are one OpenSSH server on 127.0.0.1 (tests/sshd_server.py) under
+N ssh config aliases; each host's shell really runs. The hosts get a HOME
+with empty rc files (the same for every contender). Contenders, for each N,
+with jobs (forks) = N and = 10:
+
+- shell_kernel: `python -m shell_kernel run NB --hosts @FILE --jobs J`, durable
+  sessions (the default), and with --ephemeral at jobs = N;
+- ansible-playbook: the same five steps as `shell` tasks, forks = J,
+  gather_facts off, its default ssh connection (ControlPersist);
+- naive: one `python -m shell_kernel run NB --kernel shell-ssh-hI` per host,
+  one after the other, on a kernelspec per host: measured up to --naive-max
+  hosts and extrapolated (per-host mean x N) beyond, as the table says;
+- floor: one Python process, one thread and one paramiko connection per host
+  (shell_kernel's own connect()), the five commands in one `bash -c`.
+
+Measured per run: wall time; CPU seconds of the runner (its rusage, which
+includes the processes it waited for: ansible's forks and ssh clients); CPU
+seconds on the host side (the sshd listener's reaped children); peak RSS
+(the largest single process, from rusage, and the sampled sum over the
+runner's process tree); hosts ok; processes or files left on the hosts.
+Raw numbers: bench/results/fleet.json; the table: the FLEET section of --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(HERE))
+
+STEPS = ["id -un", "df -P / | tail -1", "cat /proc/loadavg", "ls /tmp | wc -l", "echo done"]
+BEGIN = "<!-- BEGIN FLEET by bench/fleet.py: edits below this line are overwritten -->"
+END = "<!-- END FLEET -->"
+TIMEOUT = 900  # seconds for one run of any contender
+
+
+def log(message: str) -> None:
+    print(time.strftime("%H:%M:%S ") + message, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ the hosts
+class Hosts:
+    def __init__(self, root: Path, count: int):
+        from sshd_server import SSHServer, setenv_config
+        self.root, self.count = root, count
+        home, self.tmp = root / "home", root / "host-tmp"
+        home.mkdir(parents=True)
+        self.tmp.mkdir()
+        for rc in (".bashrc", ".profile"):
+            (home / rc).write_text("")
+        self.server = SSHServer(root / "sshd", name="fleet-sshd", extra_config=(
+            "MaxStartups 2000\n" + setenv_config({"HOME": str(home), "TMPDIR": str(self.tmp)})))
+        self.server.start()
+        self.names = [f"h{i}" for i in range(1, count + 1)]
+        self.config = root / "ssh_config"
+        self.server.write_ssh_config(self.config, alias=" ".join(self.names))
+
+    def host_file(self, n: int) -> Path:
+        path = self.root / f"hosts-{n}.txt"
+        path.write_text("\n".join(self.names[:n]) + "\n")
+        return path
+
+    def host_cpu(self) -> float:
+        """CPU seconds of everything the sshd listener has reaped so far."""
+        fields = Path(f"/proc/{self.server.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks  # utime stime cutime cstime
+
+    def leftovers(self, timeout: float = 15.0) -> int:
+        from sshd_server import _descendants
+        deadline = time.monotonic() + timeout
+        while True:
+            left = len(_descendants([self.server.pid]) - {self.server.pid})
+            left += sum(1 for _ in self.tmp.iterdir())
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+# ------------------------------------------------------------- measuring
+def measure(argv: list, hosts: Hosts, env: dict | None = None, cwd: str | None = None,
+            finish=None) -> dict:
+    """Run argv to its end: wall, CPU, peak RSS (the process and its tree,
+    sampled every 50 ms: rusage's ru_maxrss would count the benchmark's own
+    RSS at fork), status. `finish` runs after it, before the host side is
+    measured (e.g. to end what the run left on purpose)."""
+    import psutil
+    cpu_before = hosts.host_cpu()
+    started = time.perf_counter()
+    proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    peak, tree_peak = [0], [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        try:
+            top = psutil.Process(proc.pid)
+            while not done.is_set():
+                try:
+                    own = top.memory_info().rss
+                    total = own + sum(c.memory_info().rss for c in top.children(recursive=True))
+                    peak[0], tree_peak[0] = max(peak[0], own), max(tree_peak[0], total)
+                except psutil.Error:
+                    pass
+                done.wait(0.05)
+        except psutil.Error:
+            return
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    output = []
+    reader = threading.Thread(target=lambda: output.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+        time.sleep(0.01)
+    wall = time.perf_counter() - started
+    done.set()
+    reader.join(5)
+    if finish is not None:
+        finish()
+    left = hosts.leftovers()
+    return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            "peak_rss_mb": round(peak[0] / 2**20, 1),
+            "tree_peak_rss_mb": round(tree_peak[0] / 2**20, 1),
+            "host_cpu_s": round(hosts.host_cpu() - cpu_before, 3),
+            "status": os.waitstatus_to_exitcode(status), "leftovers": left,
+            "output_tail": (output[0] if output else b"").decode(errors="replace")[-1500:]}
+
+
+def notebook(path: Path) -> Path:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+    nb = new_notebook(metadata={"kernelspec": {"name": "shell", "display_name": "Bash",
+                                               "language": "bash"}})
+    nb.cells = [new_code_cell(step) for step in STEPS]
+    nbformat.write(nb, path)
+    return path
+
+
+def shell_kernel_run(hosts: Hosts, nb: Path, n: int, jobs: int, work: Path,
+                     ephemeral: bool = False) -> dict:
+    out = work / f"sk-{n}-{jobs}-{'e' if ephemeral else 'd'}"
+    result = measure([sys.executable, "-m", "shell_kernel", "run", nb, "--hosts",
+                      f"@{hosts.host_file(n)}", "--ssh-config", hosts.config, "--jobs", jobs,
+                      "--output-dir", out] + (["--ephemeral"] if ephemeral else []), hosts)
+    try:
+        statuses = [h["status"] for h in json.loads((out / "summary.json").read_text())["hosts"].values()]
+        result["ok_hosts"] = statuses.count("ok")
+    except (OSError, ValueError):
+        result["ok_hosts"] = 0
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+def ansible_run(hosts: Hosts, n: int, jobs: int, work: Path) -> dict:
+    base = work / f"ansible-{n}-{jobs}"
+    base.mkdir()
+    (base / "inventory.ini").write_text("[fleet]\n" + "\n".join(hosts.names[:n]) + "\n")
+    tasks = "".join(f"    - name: step {i}\n      shell: {json.dumps(step)}\n"
+                    for i, step in enumerate(STEPS, 1))
+    (base / "play.yml").write_text(f"- hosts: fleet\n  gather_facts: false\n  tasks:\n{tasks}")
+    control = Path(tempfile.mkdtemp(prefix="cp-", dir="/tmp"))  # ssh's socket paths are short
+    (base / "ansible.cfg").write_text(
+        "[defaults]\nhost_key_checking = True\ninterpreter_python = /usr/bin/python3\n"
+        f"forks = {jobs}\nlocal_tmp = {base}/tmp\n"
+        "[ssh_connection]\n"
+        f"ssh_args = -F {hosts.config} -C -o ControlMaster=auto -o ControlPersist=60s\n"
+        f"control_path_dir = {control}\n")
+    env = {**os.environ, "ANSIBLE_CONFIG": str(base / "ansible.cfg"), "ANSIBLE_HOME": str(base),
+           "ANSIBLE_NOCOLOR": "1"}
+    playbook = Path(sys.executable).with_name("ansible-playbook")
+    result = measure([playbook, "-i", base / "inventory.ini", base / "play.yml"], hosts,
+                     env=env, finish=lambda: _stop_ssh_masters(control))
+    recap = [line for line in result["output_tail"].splitlines() if "ok=" in line]
+    result["ok_hosts"] = None if len(recap) < min(n, 10) else \
+        sum(1 for line in recap if "failed=0" in line and "unreachable=0" in line)
+    if result["status"] == 0:
+        result["ok_hosts"] = n
+    shutil.rmtree(base, ignore_errors=True)
+    return result
+
+
+def _stop_ssh_masters(control: Path) -> None:
+    """ansible's ControlPersist masters outlive the playbook: end them (by pid)."""
+    import psutil
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if any(str(control) in arg for arg in proc.info["cmdline"] or []):
+            try:
+                proc.terminate()
+            except psutil.Error:
+                pass
+    shutil.rmtree(control, ignore_errors=True)
+
+
+def naive_run(hosts: Hosts, nb: Path, n: int, work: Path, prefix: Path) -> dict:
+    """One `run` per host, one after the other, on a kernelspec per host."""
+    env = {**os.environ, "JUPYTER_PATH": str(prefix / "share" / "jupyter")}
+    for name in hosts.names[:n]:
+        if not (prefix / "share" / "jupyter" / "kernels" / f"shell-ssh-{name}").exists():
+            subprocess.run([sys.executable, "-m", "shell_kernel", "install", "--prefix", prefix,
+                            "--name", f"shell-ssh-{name}", "--ssh", name, "--ssh-config",
+                            hosts.config], check=True, capture_output=True)
+    script = work / f"naive-{n}.sh"
+    script.write_text("status=0\n" + "".join(
+        f"{sys.executable} -m shell_kernel run {nb} --kernel shell-ssh-{name} "
+        f"-o {work}/naive-{name}.ipynb >/dev/null 2>&1 || status=1\n"
+        for name in hosts.names[:n]) + "exit $status\n")
+    result = measure(["bash", script], hosts, env=env, cwd=str(work))
+    result["ok_hosts"] = n if result["status"] == 0 else None
+    return result
+
+
+FLOOR_CODE = """
+import resource, sys, threading, time
+from shell_kernel.backends.ssh import connect
+from shell_kernel.backends.ssh_target import resolve
+names, config, command = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
+ok = []
+def one(name):
+    clients = connect(resolve(name, config))
+    channel = clients[-1].get_transport().open_session()
+    channel.exec_command(command)
+    while channel.recv(65536):
+        pass
+    if channel.recv_exit_status() == 0:
+        ok.append(name)
+    for client in clients:
+        client.close()
+threads = [threading.Thread(target=one, args=(name,)) for name in names]
+for thread in threads: thread.start()
+for thread in threads: thread.join()
+print("ok", len(ok))
+"""
+
+
+def floor_run(hosts: Hosts, n: int) -> dict:
+    command = "bash -c " + json.dumps("; ".join(STEPS))
+    result = measure([sys.executable, "-c", FLOOR_CODE, ",".join(hosts.names[:n]),
+                      hosts.config, command], hosts)
+    words = result["output_tail"].split()
+    result["ok_hosts"] = int(words[-1]) if words[-2:-1] == ["ok"] else 0
+    return result
+
+
+def startup_run(hosts: Hosts) -> dict:
+    """What `run --hosts` costs before any host: the interpreter and its imports
+    (without the one that fleet.main_fleet turns away)."""
+    return measure([sys.executable, "-c", "import sys; sys.modules['rfc3987_syntax'] = None; "
+                    "import shell_kernel.fleet, shell_kernel.fleet_report, "
+                    "shell_kernel.backends.ssh, nbformat"], hosts)
+
+
+# ------------------------------------------------------------------ report
+def _s(value) -> str:
+    return "–" if value is None else f"{value:.2f} s"
+
+
+def render(results: dict) -> str:
+    meta = results["meta"]
+    lines = [BEGIN, "", "### Fleet: one five-cell runbook on N hosts (bench/fleet.py)", "",
+             f"Measured {meta['date']} on {meta['machine']}, load average "
+             f"{meta['load_start']} at the start and {meta['load_end']} at the end; "
+             f"OpenSSH {meta['openssh']}, ansible-core {meta['ansible']}. The runner's start-up "
+             f"(interpreter and imports, no host) alone: {_s(results['startup']['wall_s'])} wall, "
+             f"{_s(results['startup']['cpu_s'])} CPU, {results['startup']['peak_rss_mb']} MB.",
+             "",
+             "| hosts | jobs | contender | wall | per host | runner CPU | host-side CPU | peak RSS "
+             "(process / tree) | hosts ok | left on hosts | wall vs shell_kernel |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in results["rows"]:
+        r, base = row["result"], row.get("shell_kernel_wall_s")
+        if "error" in r:
+            lines.append(f"| {row['n']} | {row['jobs']} | {row['contender']} | failed: "
+                         f"{r['error'][:120]} | | | | | | | |")
+            continue
+        ratio = f"{r['wall_s'] / base:.1f}×" if base and row["contender"] != "shell_kernel" else ""
+        wall = _s(r["wall_s"]) + (" (extrapolated)" if r.get("extrapolated") else "")
+        lines.append(
+            f"| {row['n']} | {row['jobs']} | {row['contender']} | {wall} | "
+            f"{r['wall_s'] / row['n']:.3f} s | {_s(r.get('cpu_s'))} | {_s(r.get('host_cpu_s'))} | "
+            f"{r.get('peak_rss_mb', '–')} / {r.get('tree_peak_rss_mb', '–')} MB | "
+            f"{r.get('ok_hosts', '–')}/{row['n']} | {r.get('leftovers', '–')} | {ratio} |")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def write_section(path: Path, section: str) -> None:
+    from report import write_section as write
+    write(path, section, BEGIN, END)
+
+
+# --------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1,10,50,100,200")
+    parser.add_argument("--fixed-jobs", type=int, default=10)
+    parser.add_argument("--naive-max", type=int, default=10,
+                        help="measure the naive way up to this many hosts, extrapolate beyond")
+    parser.add_argument("--ansible-max", type=int, default=200,
+                        help="run ansible-playbook up to this many hosts")
+    parser.add_argument("--out", type=Path, default=HERE / "README.md")
+    parser.add_argument("--json", type=Path, default=HERE / "results" / "fleet.json")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    has_ansible = Path(sys.executable).with_name("ansible-playbook").exists()
+    results = {"meta": _meta(), "startup": {}, "rows": []}
+    work = Path(tempfile.mkdtemp(prefix="shell-kernel-fleet-bench-"))
+    hosts = Hosts(work / "hosts", max(sizes))
+    try:
+        nb = notebook(work / "runbook.ipynb")
+        results["startup"] = startup_run(hosts)
+        naive_per_host = None
+        for n in sizes:
+            for jobs in dict.fromkeys([n, min(args.fixed_jobs, n)]):
+                contenders = [("shell_kernel", lambda: shell_kernel_run(hosts, nb, n, jobs, work))]
+                if jobs == n:
+                    contenders.append(("shell_kernel --ephemeral",
+                                       lambda: shell_kernel_run(hosts, nb, n, jobs, work, True)))
+                    contenders.append(("floor (paramiko threads)", lambda: floor_run(hosts, n)))
+                if has_ansible and n <= args.ansible_max:
+                    contenders.append(("ansible-playbook", lambda: ansible_run(hosts, n, jobs, work)))
+                if jobs == min(args.fixed_jobs, n):
+                    contenders.append(("naive (one run per host)",
+                                       lambda: naive_run(hosts, nb, n, work, work / "prefix")
+                                       if n <= args.naive_max else None))
+                base = None
+                for name, run in contenders:
+                    log(f"N={n} jobs={jobs}: {name}")
+                    try:
+                        result = run()
+                        if result is None:  # the naive way beyond --naive-max
+                            result = {"wall_s": naive_per_host * n, "extrapolated": True}
+                        elif name.startswith("naive"):
+                            naive_per_host = result["wall_s"] / n
+                    except Exception as err:  # noqa: BLE001 - the row says so, the run goes on
+                        result = {"error": f"{type(err).__name__}: {err}"}
+                    if name == "shell_kernel":
+                        base = result.get("wall_s")
+                    log("  " + json.dumps({k: v for k, v in result.items() if k != "output_tail"}))
+                    results["rows"].append({"n": n, "jobs": jobs, "contender": name,
+                                            "result": result, "shell_kernel_wall_s": base})
+    finally:
+        hosts.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    results["meta"]["load_end"] = _load()
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=1))
+    section = render(results)
+    write_section(args.out, section)
+    print(section)
+    return 0
+
+
+def _load():
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _meta() -> dict:
+    import importlib.metadata
+    import run as bench_run
+    try:
+        ansible = importlib.metadata.version("ansible-core")
+    except importlib.metadata.PackageNotFoundError:
+        ansible = "not installed"
+    return {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "machine": bench_run._machine(), "openssh": bench_run._openssh(),
+            "ansible": ansible, "load_start": _load()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
