@@ -127,16 +127,31 @@ class KernelProfile:
     #: Drop the SSH connection in the middle of a cell and time the resumed
     #: output (figure 8; durable SSH kernels only).
     reconnect_check: bool = False
+    #: Time prompts: printed → input_request, answer → next output (figure 10).
+    prompt_check: bool = False
 
     @property
     def snippets(self) -> Snippets:
         return SNIPPETS[self.language]
 
 
+TTY_NOTE = ("--tty kernels (shell-tty, shell-ssh-tty, shell-ssh-ephemeral-tty): figures 1 to 3 "
+            "and the start figure only; the memory figure is skipped (the kernel's output path "
+            "is the default kernel's; only the host side differs).")
+
+
 KERNELS: dict[str, KernelProfile] = {
     profile.name: profile
     for profile in (
-        KernelProfile(name="shell", label="shell_kernel", kernelspec="shell", language="bash"),
+        KernelProfile(name="shell", label="shell_kernel", kernelspec="shell", language="bash",
+                      prompt_check=True),
+        KernelProfile(
+            name="shell-tty", label="shell_kernel --tty", kernelspec="shell-tty",
+            language="bash", flood_lines=None, notes=(TTY_NOTE,),
+            ensure_installed=ensure_kernelspec("shell-tty", [
+                sys.executable, "-m", "shell_kernel", "install", "--sys-prefix",
+                "--name", "shell-tty", "--display-name", "Bash (shell_kernel, --tty)", "--tty"]),
+        ),
         KernelProfile(
             name="bash", label="bash_kernel", kernelspec="bash", language="bash",
             # bash_kernel reads its pty line by line through pexpect, about
@@ -154,14 +169,24 @@ KERNELS: dict[str, KernelProfile] = {
             name="shell-ssh", label="shell-ssh (durable, default)",
             kernelspec=sshenv.SHELL_SSH_SPEC, language="bash", ssh=True, local_twin="shell",
             connection_check=True, ephemeral_twin="shell-ssh-ephemeral", reconnect_check=True,
+            prompt_check=True,
         ),
         KernelProfile(
             name="shell-ssh-ephemeral", label="shell-ssh --ephemeral",
             kernelspec=sshenv.SHELL_SSH_EPHEMERAL_SPEC, language="bash", ssh=True,
-            local_twin="shell", flood_lines=None,
+            local_twin="shell", flood_lines=None, prompt_check=True,
             notes=("shell-ssh --ephemeral: the memory figure is skipped (the output path in the "
                    "kernel is the same as the durable kernel's), and so are the connection and "
                    "reconnect figures (6 and 8), which are about the durable default.",),
+        ),
+        KernelProfile(
+            name="shell-ssh-tty", label="shell-ssh --tty", kernelspec=sshenv.SHELL_SSH_TTY_SPEC,
+            language="bash", ssh=True, local_twin="shell-tty", flood_lines=None,
+        ),
+        KernelProfile(
+            name="shell-ssh-ephemeral-tty", label="shell-ssh --ephemeral --tty",
+            kernelspec=sshenv.SHELL_SSH_EPHEMERAL_TTY_SPEC, language="bash", ssh=True,
+            local_twin="shell-tty", flood_lines=None,
         ),
         KernelProfile(
             name="sshkernel", label="sshkernel", kernelspec=sshenv.SSHKERNEL_SPEC,

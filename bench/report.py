@@ -219,6 +219,27 @@ def _reconnect_rows(label: str, fig: dict | None, *_) -> list[list[str]]:
     return rows
 
 
+def _named_attach_rows(label: str, fig: dict | None, *_) -> list[list[str]]:
+    failed = _failed(fig, 6)
+    if failed:
+        return [[label] + failed]
+    runs = fig["runs"]
+    return [[label, f"{fig['bytes_expected'] / 1e6:g} MB", str(len(runs)),
+             _s(fig["median_ready_s"]), f"**{_s(fig['median_s'])}**",
+             _s(fig["median_all_received_s"]),
+             "all" if fig["ok"] else "NOT all"]]
+
+
+def _prompt_rows(label: str, fig: dict | None, *_) -> list[list[str]]:
+    failed = _failed(fig, 4)
+    if failed:
+        return [[label] + failed]
+    return [[label, str(fig["prompts"]),
+             f"**{fig['median_detect_ms']:.0f} ms** (max {fig['max_detect_ms']:.0f})",
+             f"**{fig['median_resume_ms']:.1f} ms** (max {fig['max_resume_ms']:.1f})",
+             "under 100 ms local, 200 ms SSH"]]
+
+
 FIGURES = [
     ("trivial", "1. Trivial cell round trip",
      ["kernel", "cell", "median", "p90", "runs", "median vs ipykernel",
@@ -251,10 +272,18 @@ FIGURES = [
       "largest gap between stdout messages", "reattach attempts", "60 lines exactly once",
       "exit code", "same shell after", "host processes left after shutdown"],
      _reconnect_rows),
+    ("named_attach", "9. Attaching to a named session that printed while no kernel was attached",
+     ["kernel", "printed while detached", "runs", "kernel start → ready (median)",
+      "kernel start → first catch-up output (median)", "kernel start → all of it (median)",
+      "every byte once, and the cell's exit status"], _named_attach_rows),
+    ("prompts", "10. Prompts: `read -p` answered through input_request",
+     ["kernel", "prompts", "prompt printed → input_request at the client (median)",
+      "answer sent → the command's next output (median)", "target (detection)"],
+     _prompt_rows),
 ]
 
 #: Figures measured only for some kernels: the others get no row.
-OPTIONAL = {"connections", "durable_overhead", "reconnect"}
+OPTIONAL = {"connections", "durable_overhead", "reconnect", "named_attach", "prompts"}
 
 
 def _load_text(meta: dict) -> str:
@@ -292,12 +321,13 @@ def render(results: dict, profiles: list, notes: list[str], baseline: str) -> st
     return "\n".join(parts) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the generated section of `path`, keeping the hand-written rest."""
+def write_section(path: Path, section: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the generated section of `path` (between begin and end, which
+    section starts and ends with), keeping the hand-written rest."""
     text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1].lstrip("\n")
         text = head + section + (("\n" + tail) if tail else "")
     else:
         text = (text.rstrip("\n") + "\n\n" if text else "") + section

@@ -1,6 +1,7 @@
 """Benchmark shell_kernel side by side with ipykernel and bash_kernel.
 
-    .venv/bin/python bench/run.py [--kernels shell,bash,python3,shell-ssh,shell-ssh-ephemeral,sshkernel]
+    .venv/bin/python bench/run.py [--kernels shell,shell-tty,bash,python3,shell-ssh,shell-ssh-ephemeral,
+                                             shell-ssh-tty,shell-ssh-ephemeral-tty,sshkernel]
                                   [--quick]
                                   [--out bench/README.md]
 
@@ -40,6 +41,8 @@ def ensure_psutil() -> None:
 ensure_psutil()
 
 import figures  # noqa: E402 - needs psutil
+import named_attach  # noqa: E402
+import prompt_latency  # noqa: E402
 import report  # noqa: E402
 import sshenv  # noqa: E402
 from client import KernelSession, shutdown_all  # noqa: E402
@@ -93,7 +96,8 @@ SESSION_FIGURES = {
 def figure_keys(profile: KernelProfile) -> list[str]:
     return ([*SESSION_FIGURES, "start"] + (["connections"] if profile.connection_check else [])
             + (["durable_overhead"] if profile.ephemeral_twin else [])
-            + (["reconnect"] if profile.reconnect_check else []))
+            + (["reconnect", "named_attach"] if profile.reconnect_check else [])
+            + (["prompts"] if profile.prompt_check else []))
 
 
 def bench_kernel(profile: KernelProfile, settings: figures.Settings, cwd: str, kernel_log,
@@ -147,6 +151,9 @@ def bench_kernel(profile: KernelProfile, settings: figures.Settings, cwd: str, k
                 session.restart()
             results[key] = guarded(key, trivial if key == "trivial" else fn,
                                    session, profile, settings)
+        if profile.prompt_check:
+            results["prompts"] = guarded("prompts", prompt_latency.prompt_latency,
+                                         session, profile, settings)
     except Exception as err:  # noqa: BLE001 - e.g. the kernel never became ready
         traceback.print_exc()
         for key in SESSION_FIGURES:
@@ -170,6 +177,8 @@ def bench_kernel(profile: KernelProfile, settings: figures.Settings, cwd: str, k
     if profile.reconnect_check:
         results["reconnect"] = guarded("reconnect", figures.reconnect, new_session, profile,
                                        settings, ssh)
+        results["named_attach"] = guarded("named_attach", named_attach.named_attach, ssh, cwd,
+                                          kernel_log)
     return results
 
 
@@ -252,6 +261,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "(default: bench/README.md)")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "latest.json",
                         help="raw results (default: bench/results/latest.json)")
+    parser.add_argument("--fleet", action="store_true",
+                        help="also run bench/fleet.py (a notebook on 1 to 200 hosts, beside "
+                             "Ansible; about 20 minutes) into the same --out")
     args = parser.parse_args(argv)
     args.kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
     unknown = [k for k in args.kernels if k not in KERNELS]
@@ -301,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     report.write_section(args.out, section)
     print(section)
     log(f"wrote {args.out} and {args.json} in {results['meta']['total_s']:.0f} s")
+    if args.fleet:
+        import fleet
+        return fleet.main(["--out", str(args.out)])
     return 0
 
 

@@ -5,7 +5,7 @@ and the kernelspecs that reach it, all under one temporary directory.
         ...                          # JUPYTER_PATH points at env.prefix
     # sshd stopped (with every session), JUPYTER_PATH restored, files gone
 
-The server is tests/sshd_server.py's SSHServer (imported, not copied). Three
+The server is tests/sshd_server.py's SSHServer (imported, not copied). Five
 kernelspecs go into a private prefix:
 
 - shell-ssh-bench: shell_kernel's SSH backend, installed with shell_kernel's
@@ -13,6 +13,8 @@ kernelspecs go into a private prefix:
   default;
 - shell-ssh-ephemeral-bench: the same with `--ephemeral` added (the shell
   ends with its connection, as before durable sessions);
+- shell-ssh-tty-bench and shell-ssh-ephemeral-tty-bench: those two with
+  `--tty` added (the cells' output goes through pseudo-terminals);
 - sshkernel-bench: the PyPI package sshkernel, installed with its own
   installer (`python -m sshkernel install --prefix ...`). sshkernel always
   reads ~/.ssh/config and ~/.ssh/known_hosts, so its kernel process gets a
@@ -33,6 +35,14 @@ TESTS = Path(__file__).resolve().parent.parent / "tests"
 ALIAS = "benchhost"
 SHELL_SSH_SPEC = "shell-ssh-bench"
 SHELL_SSH_EPHEMERAL_SPEC = "shell-ssh-ephemeral-bench"
+SHELL_SSH_TTY_SPEC = "shell-ssh-tty-bench"
+SHELL_SSH_EPHEMERAL_TTY_SPEC = "shell-ssh-ephemeral-tty-bench"
+#: The variants of shell-ssh-bench, by their extra install flags.
+SHELL_SSH_VARIANTS = {
+    SHELL_SSH_EPHEMERAL_SPEC: ["--ephemeral"],
+    SHELL_SSH_TTY_SPEC: ["--tty"],
+    SHELL_SSH_EPHEMERAL_TTY_SPEC: ["--ephemeral", "--tty"],
+}
 SSHKERNEL_SPEC = "sshkernel-bench"
 #: The first cell of every sshkernel kernel: it connects (sshkernel does not
 #: connect before it).
@@ -90,11 +100,12 @@ class SSHEnvironment:
         ssh_flags = ["--ssh", ALIAS, "--ssh-config", str(self.ssh_config)]
         _run([sys.executable, "-m", "shell_kernel", "install", "--prefix", str(self.prefix),
               "--name", SHELL_SSH_SPEC, *ssh_flags])
-        try:
-            _run([sys.executable, "-m", "shell_kernel", "install", "--prefix", str(self.prefix),
-                  "--name", SHELL_SSH_EPHEMERAL_SPEC, *ssh_flags, "--ephemeral"])
-        except Exception as err:  # noqa: BLE001 - reported as that kernel's error
-            self.unavailable[SHELL_SSH_EPHEMERAL_SPEC] = f"{type(err).__name__}: {err}"
+        for spec, flags in SHELL_SSH_VARIANTS.items():
+            try:
+                _run([sys.executable, "-m", "shell_kernel", "install", "--prefix",
+                      str(self.prefix), "--name", spec, *ssh_flags, *flags])
+            except Exception as err:  # noqa: BLE001 - reported as that kernel's error
+                self.unavailable[spec] = f"{type(err).__name__}: {err}"
         if self.want_sshkernel:
             try:
                 self._install_sshkernel()

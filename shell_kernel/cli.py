@@ -31,7 +31,23 @@ def _parser() -> argparse.ArgumentParser:
     add_options(kernel)
 
     _add_run(commands)
+    _add_sessions(commands)
     return parser
+
+
+def _add_sessions(commands) -> None:
+    from .options import OPTIONS, session_name
+    sessions = commands.add_parser(
+        "sessions", help="list or end your named sessions (--session) on this machine or a host",
+        description="List your named sessions (kernel option --session NAME) on this machine, "
+                    "or with --ssh on that host: name, state (held: a kernel is attached; "
+                    "detached: waiting for one; ended), when it started, when a kernel last "
+                    "attached, the running cell and since when, and the size of its output "
+                    "spool. --kill NAME ends one with everything it started.")
+    for option in OPTIONS:
+        if option.name in ("ssh", "ssh_config", "accept_new_host_key"):
+            option.add_to(sessions)
+    sessions.add_argument("--kill", metavar="NAME", type=session_name, help="end this session")
 
 
 RUN_DESCRIPTION = """\
@@ -58,7 +74,8 @@ notebook or kernel, bad -p); 130 interrupted.
 
 examples:
   python -m shell_kernel run notebooks/parameters.ipynb -p name 'Ada Lovelace'
-  python -m shell_kernel run runbook.ipynb --kernel shell-ssh-web1 -o reports/web1.ipynb"""
+  python -m shell_kernel run runbook.ipynb --kernel shell-ssh-web1 -o reports/web1.ipynb
+  python -m shell_kernel run runbook.ipynb --hosts 'web*' --jobs 20 --output-dir reports/"""
 
 
 def _add_run(commands) -> None:
@@ -84,6 +101,48 @@ def _add_run(commands) -> None:
     run.add_argument("--cwd", metavar="DIR",
                      help="working directory of the kernel (default: the notebook's directory; "
                           "an SSH kernel's shell starts in the remote home all the same)")
+    _add_fleet(run)
+
+
+FLEET_DESCRIPTION = """\
+With --hosts or --inventory the notebook runs on many hosts at once, with
+no kernel: each host gets its own durable shell over SSH (resolved as the
+SSH kernel resolves it: ssh config, ProxyJump, known_hosts, keys, agent),
+runs the notebook top to bottom, stops at its first failing cell, and is
+closed with nothing left on it. SHELL_KERNEL_HOST holds the host's name in
+every cell. Results: DIR/<host>.ipynb, DIR/summary.json, DIR/summary.html.
+Exit status: 0 every host ok; 1 a host failed or was unreachable; 2 bad
+usage; 130 interrupted (Ctrl-C stops every host's cell and closes every
+session)."""
+
+
+def _add_fleet(run) -> None:
+    from .options import OPTIONS
+    fleet = run.add_argument_group("many hosts", FLEET_DESCRIPTION)
+    fleet.add_argument("--hosts", metavar="TARGETS",
+                       help="comma-separated [USER@]HOST[:PORT] or ssh config aliases, @FILE "
+                            "(one per line, # comments), or a pattern such as 'web*' matching "
+                            "the Host names of the ssh config")
+    fleet.add_argument("--inventory", metavar="FILE",
+                       help="take the hosts from an Ansible inventory (needs "
+                            "shell_kernel[ansible])")
+    fleet.add_argument("--limit", metavar="PATTERN",
+                       help="with --inventory: an Ansible host pattern, e.g. 'web:&prod'")
+    fleet.add_argument("-j", "--jobs", type=int, default=10, metavar="N",
+                       help="hosts at a time (default: 10)")
+    fleet.add_argument("--output-dir", metavar="DIR",
+                       help="where the host notebooks and the summaries go (default: NOTEBOOK "
+                            "with .ipynb replaced by .fleet)")
+    fleet.add_argument("--batch", metavar="SIZES",
+                       help="roll out in batches, e.g. 5 or 1,10%%,100%% (the last size "
+                            "repeats); a batch starts only while at most --max-fail hosts "
+                            "have failed")
+    fleet.add_argument("--max-fail", type=int, default=0, metavar="N",
+                       help="failed or unreachable hosts tolerated before the next batch "
+                            "(default: 0)")
+    for option in OPTIONS:
+        if option.name in ("ssh_config", "accept_new_host_key", "ephemeral", "clean"):
+            option.add_to(fleet)
 
 
 def _seconds(text: str) -> float:
@@ -105,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         from .runner import main_run
         return main_run(args)
+    if args.command == "sessions":
+        from .named_sessions import main_sessions
+        return main_sessions(args)
 
     try:
         config = None if args.command == "uninstall" else config_from_args(args)
@@ -129,17 +191,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run_kernel(config, ipykernel_argv: list[str]) -> int:
+def log_to_file() -> bool:
+    """SHELL_KERNEL_LOG=FILE, a debugging aid: the session's decisions, one line
+    each, go to FILE. True if they do."""
     import logging
     import os
 
     log_file = os.environ.get("SHELL_KERNEL_LOG")
-    if log_file:  # a debugging aid: the session's decisions, one line each
+    if log_file:
         handler = logging.FileHandler(log_file)
         handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s: %(message)s"))
         logger = logging.getLogger("shell_kernel")
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
+    return bool(log_file)
+
+
+def _run_kernel(config, ipykernel_argv: list[str]) -> int:
+    log_to_file()
 
     # The shell starts before ipykernel is even imported (and before it sets
     # SIGINT to ignored, which a shell started later would inherit).

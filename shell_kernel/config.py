@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .backends import Backend
-from .options import OPTIONS, output_limit_bytes
+from .options import OPTIONS, idle_timeout, output_limit_bytes
 from .session import Options
 
 
@@ -32,8 +32,13 @@ class KernelConfig:
         return "ssh" if self.ssh else "local"
 
     def backend_factory(self) -> Callable[[], Backend]:
+        idle = idle_timeout(self.remote_idle_timeout, self.session is not None)
         if self.ssh is None:
-            from .backends.local import LocalBackend
+            from .backends.local import LocalBackend, LocalNamedBackend
+            if self.session:
+                return lambda: LocalNamedBackend(self.session, take_over=self.take_over,
+                                                 bash=self.bash, clean=self.clean,
+                                                 idle_timeout=idle)
             return lambda: LocalBackend(bash=self.bash, clean=self.clean)
         from .backends.ssh import SSHBackend
         from .backends.ssh_target import resolve
@@ -43,8 +48,10 @@ class KernelConfig:
             return SSHBackend(resolve(self.ssh, self.ssh_config), clean=self.clean,
                               accept_new_host_key=self.accept_new_host_key, bash=self.bash,
                               resolve_jump=lambda alias: resolve(alias, self.ssh_config),
-                              durable=not self.ephemeral,
-                              idle_timeout=self.remote_idle_timeout)
+                              # A named session outlives even the kernel.
+                              durable=not self.ephemeral or self.session is not None,
+                              idle_timeout=idle,
+                              session=self.session, take_over=self.take_over)
         return ssh_backend
 
     def session_options(self) -> Options:
@@ -54,6 +61,7 @@ class KernelConfig:
             spill_dir=Path(self.spill_dir).expanduser().absolute(),
             start_timeout=self.start_timeout,
             snapshot_exports=self.ssh is not None and self.ephemeral,
+            tty=self.tty,
         )
 
     def to_argv(self) -> list[str]:

@@ -5,13 +5,12 @@ Nothing here knows bash syntax; everything here knows Jupyter messages.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import signal
 import threading
 import time
 
+import zmq
 from ipykernel import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
 
@@ -19,6 +18,9 @@ from . import __version__
 from .completion import completion_context, word_at
 from .config import KernelConfig
 from .launch import ShellLaunch
+from .failure import cell_error
+from .prompts import Prompt
+from .results import UnknownDisplay, display_bundle, error_content, reply_metadata
 from .session import CellResult, SessionError
 
 log = logging.getLogger("shell_kernel.kernel")
@@ -42,7 +44,7 @@ class ShellKernel(Kernel):
         self._display_ids: set[str] = set()
         self._idle = threading.Event()  # no cell is running
         self._idle.set()
-        self._launch.bind(self._send_stream, self._send_display)
+        self._launch.bind(self._send_stream, self._send_display, self._send_clear)
 
     def _wait_started(self) -> None:
         self._launch.wait_started()
@@ -115,20 +117,24 @@ class ShellKernel(Kernel):
         self.session.send(self.iopub_socket, "stream", {"name": name, "text": text},
                           parent=parent, ident=self._topic("stream"))
 
+    def _send_clear(self) -> None:
+        """The cell cleared its screen: clear its output when the next arrives
+        (wait=True, so that a loop that clears and reprints does not flicker)."""
+        parent = self._output_parent
+        if parent is None:
+            return
+        self.session.send(self.iopub_socket, "clear_output", {"wait": True},
+                          parent=parent, ident=self._topic("clear_output"))
+
     def _send_display(self, mime: str, data: bytes, display_id: str) -> None:
         parent = self._output_parent
         if parent is None:
             return
-        bundle = {"text/plain": f"<{mime}, {len(data)} bytes>"}
-        if mime.startswith("image/") and mime != "image/svg+xml":
-            bundle[mime] = base64.b64encode(data).decode("ascii")
-        elif mime == "application/json" or mime.endswith("+json"):
-            try:
-                bundle[mime] = json.loads(data)
-            except ValueError as err:
-                bundle = {"text/plain": f"display: the data is not valid JSON ({err})"}
-        else:
-            bundle[mime] = data.decode("utf-8", "replace")
+        try:
+            bundle = display_bundle(mime, data)
+        except UnknownDisplay as err:
+            self._send_stream("stderr", str(err))
+            return
         msg_type, transient = "display_data", {}
         if display_id:
             transient["display_id"] = display_id
@@ -138,6 +144,31 @@ class ShellKernel(Kernel):
         self.session.send(self.iopub_socket, msg_type,
                           {"data": bundle, "metadata": {}, "transient": transient},
                           parent=parent, ident=self._topic(msg_type))
+
+    def _ask(self, prompt: Prompt) -> str | None:
+        """Ask the frontend (input_request) and return its answer. Like
+        ipykernel's _input_request, except that it gives up, returning None,
+        once the question is moot (the read timed out, the cell ended or was
+        interrupted); the frontend's late answer is then dropped."""
+        while True:  # stale answers, to questions given up on
+            try:
+                self.stdin_socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.ZMQError:
+                break
+        parent = self.get_parent("shell")
+        if hasattr(self, "_shell_parent_ident"):  # ipykernel 7
+            ident = self._get_shell_context_var(self._shell_parent_ident)
+        else:
+            ident = self._parent_ident["shell"]
+        self.session.send(self.stdin_socket, "input_request",
+                          {"prompt": prompt.text, "password": prompt.password}, parent, ident=ident)
+        while not prompt.over.is_set():
+            if not self.stdin_socket.poll(50):
+                continue
+            _, reply = self.session.recv(self.stdin_socket)
+            if reply is not None and reply.get("msg_type") == "input_reply":
+                return str(reply["content"].get("value", ""))
+        return None
 
     # -------------------------------------------------------- editing help
     async def do_complete(self, code, cursor_pos):
@@ -175,7 +206,7 @@ class ShellKernel(Kernel):
         started = time.monotonic()
         self._idle.clear()
         try:
-            result = self._session.run(code)
+            result = self._session.run(code, self._ask if allow_stdin else None)
         except SessionError as err:
             meta = {"exit_code": None, "duration_s": round(time.monotonic() - started, 6)}
             return self._error_reply("ShellUnavailable", str(err), meta, silent)
@@ -191,24 +222,10 @@ class ShellKernel(Kernel):
         return self._reply_for(result, silent)
 
     def _reply_for(self, result: CellResult, silent: bool) -> dict:
-        meta = {"exit_code": result.exit_code, "duration_s": round(result.duration_s, 6)}
-        if result.cwd is not None:
-            meta["cwd"] = result.cwd
-        if result.interrupted:
-            meta["interrupted"] = True
-        if result.shell_lost:
-            meta["shell_restarted"] = True
-        if result.spill_path:
-            meta["output_file"] = result.spill_path
-        if result.shell_lost:
-            return self._error_reply("ShellExited", f"{result.exit_code}: {result.shell_lost}",
-                                     meta, silent)
-        if result.interrupted:
-            return self._error_reply("KeyboardInterrupt", str(result.exit_code), meta, silent,
-                                     f"Interrupted (exit status {result.exit_code})")
-        if result.exit_code != 0:
-            return self._error_reply("ExitCode", str(result.exit_code), meta, silent,
-                                     f"Exit status {result.exit_code}")
+        meta = reply_metadata(result)
+        error = cell_error(result)
+        if error is not None:
+            return self._error_reply(*error[:2], meta, silent, error[2])
         self._reply_metadata = meta
         return {"status": "ok", "execution_count": self.execution_count,
                 "payload": [], "user_expressions": self._unsupported_expressions()}
@@ -222,8 +239,7 @@ class ShellKernel(Kernel):
     def _error_reply(self, ename: str, evalue: str, meta: dict, silent: bool,
                      summary: str | None = None) -> dict:
         self._reply_metadata = meta
-        content = {"ename": ename, "evalue": evalue,
-                   "traceback": [f"{ename}: {summary}" if summary else f"{ename}: {evalue}"]}
+        content = error_content(ename, evalue, summary)
         if not silent:
             self.send_response(self.iopub_socket, "error", content)
         return {"status": "error", "execution_count": self.execution_count, **content}
@@ -234,7 +250,9 @@ class ShellKernel(Kernel):
 
     def finish_metadata(self, parent, metadata, reply_content):
         metadata = super().finish_metadata(parent, metadata, reply_content)
-        metadata["shell_kernel"] = self._reply_metadata
+        # host as `run` records it: "local", or the SSH target of the kernelspec.
+        metadata["shell_kernel"] = {**self._reply_metadata,
+                                    "host": self._launch.config.ssh or "local"}
         return metadata
 
     # ------------------------------------------------------------- shutdown

@@ -19,9 +19,9 @@ log = logging.getLogger("shell_kernel.launch")
 class ShellLaunch:
     def __init__(self, config: KernelConfig):
         self.config = config
-        self._stream = self._display = None
+        self._stream = self._display = self._clear = None
         self.session = ShellSession(config.backend_factory(), self._on_stream,
-                                    config.session_options(), self._on_display)
+                                    config.session_options(), self._on_display, self._on_clear)
         self.started = threading.Event()
         threading.Thread(target=self._start, name="shell-kernel-start", daemon=True).start()
 
@@ -35,9 +35,9 @@ class ShellLaunch:
         finally:
             self.started.set()
 
-    def bind(self, stream, display) -> None:
+    def bind(self, stream, display, clear=None) -> None:
         """Where output goes from now on (before this, only startup noise flows)."""
-        self._stream, self._display = stream, display
+        self._stream, self._display, self._clear = stream, display, clear
 
     def wait_started(self) -> None:
         self.started.wait(self.config.start_timeout + 5)
@@ -49,3 +49,7 @@ class ShellLaunch:
     def _on_display(self, mime: str, data: bytes, display_id: str) -> None:
         if self._display is not None:
             self._display(mime, data, display_id)
+
+    def _on_clear(self) -> None:
+        if self._clear is not None:
+            self._clear()

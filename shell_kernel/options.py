@@ -11,6 +11,7 @@ session.py can take its defaults from here.
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -81,6 +82,30 @@ def _positive(text: str) -> float:
     return value
 
 
+#: How long a durable session waits for a kernel, unless --remote-idle-timeout
+#: says otherwise: an unnamed one is only waiting out a dropped connection, a
+#: named one for its user to come back (the next morning, after a weekend).
+IDLE_TIMEOUT = 3600.0
+NAMED_IDLE_TIMEOUT = 7 * 24 * 3600.0
+
+
+def idle_timeout(value: float | None, named: bool) -> float:
+    """--remote-idle-timeout as given, else the default for the kind of session."""
+    if value is not None:
+        return value
+    return NAMED_IDLE_TIMEOUT if named else IDLE_TIMEOUT
+
+
+def session_name(text: str) -> str:
+    """A --session NAME: it names a directory on the host, so only [A-Za-z0-9._-]."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", text) or text in (".", "..") \
+            or text.startswith("-"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} cannot name a session: use 1 to 64 letters, digits, '.', '_' and '-' "
+            "(not starting with '-', and not '.' or '..')")
+    return text
+
+
 def _ssh_target(text: str) -> str:
     from .backends.ssh_target import TargetError, parse_target
     try:
@@ -114,9 +139,25 @@ OPTIONS: tuple[KernelOption, ...] = (
                  SSH_GROUP, needs_ssh=True),
     KernelOption("clean", False,
                  "start bash without profile or bashrc (bash --noprofile --norc)", SHELL_GROUP),
-    KernelOption("remote_idle_timeout", 3600.0,
-                 "stop a remote session whose kernel has been gone this long",
+    KernelOption("session", None,
+                 "a named session: the shell outlives the kernel, and a kernel started with "
+                 "the same NAME (on the same host) attaches to it, with a running cell's "
+                 "output (with --ssh it is always durable, --ephemeral notwithstanding); "
+                 "see `python -m shell_kernel sessions`",
+                 SHELL_GROUP, session_name, "NAME"),
+    KernelOption("take_over", False,
+                 "with --session: attach even when another kernel holds the session (that "
+                 "kernel is told so in its next cell); without --session it does nothing",
+                 SHELL_GROUP),
+    KernelOption("remote_idle_timeout", None,
+                 f"stop a durable session whose kernel has been gone this long (default: "
+                 f"{IDLE_TIMEOUT:g}, or {NAMED_IDLE_TIMEOUT:g} = 7 days for a --session)",
                  SSH_GROUP, _positive, "S"),
+    KernelOption("tty", False,
+                 "cells write to two pseudo-terminals (stdout, stderr) on the shell's host "
+                 "instead of pipes, so that programs colour and line-buffer as in a terminal "
+                 "(TERM=xterm-256color, 80x24; needs util-linux `script` there)",
+                 SHELL_GROUP),
     KernelOption("bash", "bash", "the bash to run", SHELL_GROUP, metavar="PATH"),
     KernelOption("interrupt_grace", 1.0,
                  "seconds between SIGINT and SIGTERM/SIGKILL on interrupt",

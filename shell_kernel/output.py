@@ -38,37 +38,98 @@ class Coalescer:
                  clock: Callable[[], float] = time.monotonic):
         self._sink = sink
         self.interval = interval
+        #: How long a trailing partial line (no newline yet) may wait: a
+        #: prompt's text, which must not be shown as output too when it
+        #: becomes the input box's prompt (see take_partial).
+        self.partial_hold = 0.0
         self._max = max_bytes
         self._clock = clock
         self._parts: list[list] = []  # [stream, [texts]]
         self._size = 0
         self._since: float | None = None
+        self._partial_since: float | None = None  # when the trailing partial line began
+        self._lines_held = False  # held output holds more than that partial line
 
     def add(self, stream: str, text: str) -> None:
         if not text:
             return
+        now = self._clock()
         if self._parts and self._parts[-1][0] == stream:
             self._parts[-1][1].append(text)
         else:
+            self._lines_held |= bool(self._parts)
             self._parts.append([stream, [text]])
+            self._partial_since = None
         self._size += len(text)
         if self._since is None:
-            self._since = self._clock()
+            self._since = now
+        line_end = max(text.rfind("\n"), text.rfind("\r"))
+        if line_end == len(text) - 1:
+            self._partial_since = None
+        elif line_end >= 0 or self._partial_since is None:
+            self._partial_since = now
+        self._lines_held |= line_end >= 0
         if self._size >= self._max:
             self.flush()
 
     def deadline(self) -> float | None:
         """When the held output must go out (monotonic time), or None."""
-        return None if self._since is None else self._since + self.interval
+        if self._since is None:
+            return None
+        due = self._since + self.interval
+        if self.partial_hold and not self._lines_held and self._partial_since is not None:
+            due = max(due, self._partial_since + self.partial_hold)
+        return due
 
     def flush_if_due(self) -> None:
-        if self._since is not None and self._clock() >= self._since + self.interval:
+        now = self._clock()
+        if self._since is None or now < self._since + self.interval:
+            return
+        if self.partial_hold and self._partial_since is not None \
+                and now < self._partial_since + self.partial_hold:
+            started = self._partial_since
+            stream, text = self.take_partial()
             self.flush()
+            if text:
+                self._parts, self._size, self._since = [[stream, [text]]], len(text), started
+                self._partial_since = started
+        else:
+            self.flush()
+
+    @property
+    def holds_partial(self) -> bool:
+        """The held output ends with a partial line."""
+        return self._partial_since is not None
+
+    def take_partial(self) -> tuple[str, str]:
+        """Remove the trailing partial line from the held output and return
+        (its stream, its text); the text is "" when there is none."""
+        if self._partial_since is None or not self._parts:
+            return "stdout", ""
+        stream, texts = self._parts[-1]
+        text = "".join(texts)
+        cut = max(text.rfind("\n"), text.rfind("\r")) + 1
+        partial, rest = text[cut:], text[:cut]
+        if rest:
+            self._parts[-1][1] = [rest]
+        else:
+            self._parts.pop()
+        self._size -= len(partial)
+        self._partial_since = None
+        if not self._parts:
+            self._since, self._lines_held = None, False
+        return stream, partial
 
     def flush(self) -> None:
         parts, self._parts, self._size, self._since = self._parts, [], 0, None
+        self._partial_since, self._lines_held = None, False
         for stream, texts in parts:
             self._sink(stream, "".join(texts))
+
+    def discard(self) -> None:
+        """Drop the held output (the screen was cleared before it was shown)."""
+        self._parts, self._size, self._since = [], 0, None
+        self._partial_since, self._lines_held = None, False
 
 
 class OutputLimit:
@@ -122,3 +183,78 @@ class OutputLimit:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class ScreenClears:
+    """Finds "clear the screen" (ESC [ 2 J, what `clear` and `tput clear`
+    print) in one stream's text, even when a read splits it.
+
+    feed() returns (cleared, text): cleared when the text held a clear, and
+    then only what follows the last one (what came before is cleared
+    anyway), without the cursor-home and scrollback-erase sequences that
+    travel with it. A possible start of one of these sequences at the end is
+    held until the next feed, or flush().
+    """
+
+    CLEAR = "\x1b[2J"
+    # `clear` prints ESC[H ESC[2J ESC[3J; `printf '\033[2J\033[H'` is also usual.
+    _COMPANIONS = ("\x1b[H", "\x1b[3J", "\x1b[1;1H")
+
+    def __init__(self):
+        self._held = ""
+        self._just_cleared = False  # companions that follow are dropped
+
+    def feed(self, text: str) -> tuple[bool, str]:
+        text, self._held = self._held + text, ""
+        if "\x1b" not in text:
+            self._just_cleared = self._just_cleared and not text
+            return False, text
+        cleared = False
+        at = text.rfind(self.CLEAR)
+        if at >= 0:
+            cleared, self._just_cleared, text = True, True, text[at + len(self.CLEAR):]
+        if self._just_cleared:
+            text = self._strip_companions(text)
+            if any(c.startswith(text) for c in self._COMPANIONS):
+                self._held = text  # maybe the start of one: wait for the rest
+                return cleared, ""
+            self._just_cleared = False
+        for size in range(min(len(self.CLEAR) - 1, len(text)), 0, -1):
+            if text.endswith(self.CLEAR[:size]):
+                text, self._held = text[:-size], text[-size:]
+                break
+        return cleared, text
+
+    def _strip_companions(self, text: str) -> str:
+        while text.startswith(self._COMPANIONS):
+            text = text[next(len(c) for c in self._COMPANIONS if text.startswith(c)):]
+        return text
+
+    def flush(self) -> str:
+        text, self._held, self._just_cleared = self._held, "", False
+        return text
+
+
+def sniff_mime(data: bytes) -> str | None:
+    """The type of display data from its first bytes: PNG, JPEG, GIF, SVG or
+    HTML, else text/plain for UTF-8 text without NULs; None for other bytes
+    and for no bytes at all."""
+    if not data:
+        return None
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    head = data[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if head.startswith(b"<svg") or (head.startswith(b"<?xml") and b"<svg" in head):
+        return "image/svg+xml"
+    if head.startswith((b"<!doctype html", b"<html")) or (
+            head.startswith(b"<") and b">" in head and not head.startswith(b"<?xml")):
+        return "text/html"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return "text/plain" if "\x00" not in text else None

@@ -25,12 +25,13 @@ STREAMS = ("stdout", "stderr")
 
 
 def session_script(token: str, snapshot_exports: bool = False, state_dir: str | None = None,
-                   restore: tuple[str, str | None] | None = None) -> bytes:
+                   restore: tuple[str, str | None] | None = None, tty: bool = False) -> bytes:
     """The bash code that turns a fresh interactive bash into a session.
 
     restore: (state dir, cwd) of a lost shell whose exported variables and
     working directory the new one takes over (session.bash checks the
     directory is private first, and says in its ready frame what it did).
+    tty: the cells' stdout and stderr are pseudo-terminals (see shell/tty.bash).
     """
     settings = [b"__shell_kernel_token=" + token.encode()]
     if state_dir:
@@ -45,6 +46,8 @@ def session_script(token: str, snapshot_exports: bool = False, state_dir: str | 
         if cwd:
             settings.append(b"__shell_kernel_restore_cwd="
                             + ansi_c_quote(cwd.encode(errors="surrogateescape")))
+    if tty:
+        settings.append(b"__shell_kernel_tty=1\n" + shell.script("tty.bash").encode())
     return b"\n".join(settings) + b"\n" + shell.script("session.bash").encode()
 
 
@@ -86,11 +89,55 @@ def prepare_cell(code: str) -> PreparedCell:
 
 
 def eval_lines(source: bytes, seq: int) -> bytes:
-    """The two input lines that run one cell and report its end."""
+    """The two input lines that run one cell and report its end. The cell
+    reads descriptor STDIN_FD (see stdin_line)."""
     return (
-        b"__shell_kernel_resume ''; builtin eval -- " + ansi_c_quote(source)
-        + b" </dev/null >&61 2>&62\n" + post_line(seq, b"$?")
+        b"__shell_kernel_resume %d ''; builtin eval -- " % seq + ansi_c_quote(source)
+        + b" <&%d >&61 2>&62\n" % STDIN_FD + post_line(seq, b"$?", history_entry(source))
     )
+
+
+#: The shell's descriptor that cells read: the prompt terminal or /dev/null.
+STDIN_FD = 60
+
+
+RESET_STDIN_LINE = b"__shell_kernel_reset_stdin\n"
+
+
+def stdin_line(path: str | None) -> bytes:
+    """A line that points STDIN_FD at the terminal whose path the prompt
+    watcher gave (see shell/prompts.bash), or at /dev/null (path None)."""
+    word = ansi_c_quote(path.encode(errors="surrogateescape")) if path else b"''"
+    return b"__shell_kernel_stdin " + word + b"\n"
+
+
+# A cell that re-runs an earlier command (`fc -s`, `fc -e -`, ksh's `r`):
+# as in a terminal, its own text is not recorded, only the command it re-ran
+# (which fc records itself); recorded, a later `fc -s` would re-run it, which
+# would re-run itself without end.
+_RERUN = re.compile(rb"\s*(fc\s+(-\w*s|-e\s*-)|r)(\s|;|$)")
+
+
+# A bigger cell (pasted data) is not recorded: the shell would keep it,
+# and the post line would carry it again, at every run.
+MAX_HISTORY_ENTRY = 64 << 10
+
+
+def history_entry(source: bytes) -> bytes | None:
+    """What a cell adds to the shell's history: its lines, as one entry
+    (so that `fc -s` re-runs a whole cell, never a fragment such as `done`),
+    without the blank lines around them; None for a blank cell, a re-run, or
+    one over MAX_HISTORY_ENTRY."""
+    if len(source) > MAX_HISTORY_ENTRY:
+        return None
+    lines = source.split(b"\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if not lines or _RERUN.match(lines[0]):
+        return None
+    return b"\n".join(lines)
 
 
 QUERIES = ("commands", "variables", "paths", "is-complete", "inspect")
@@ -104,10 +151,22 @@ def query_line(seq: int, what: str, text: str) -> bytes:
     return b"__shell_kernel_query %d %s %s\n" % (seq, what.encode(), ansi_c_quote(data))
 
 
-def post_line(seq: int, status: bytes = b"130") -> bytes:
-    """A post-hook line; sent again after an interrupt in case the first was cut."""
+def post_line(seq: int, status: bytes = b"130", history: bytes | None = None) -> bytes:
+    """A post-hook line; sent again after an interrupt in case the first was cut.
+    history: the cell's entry for the shell's history list (see history_entry)."""
+    entry = b"" if history is None else b" " + ansi_c_quote(history)
     return (b"__shell_kernel_rc=" + status + b" __shell_kernel_flags=$-; builtin set +T; "
-            b"__shell_kernel_post %d\n" % seq)
+            b"__shell_kernel_post %d%s\n" % (seq, entry))
+
+
+def barrier_line(nonce: str) -> bytes:
+    """A line that prints a barrier frame carrying nonce on both streams: once
+    it arrives, everything the shell wrote before it has (a kernel that
+    attaches to a named session learns so where the spooled backlog ends)."""
+    frame = (b"'\\036\\037%s\\037barrier\\037%s\\037\\036' \"$__shell_kernel_token\" "
+             + nonce.encode())
+    return (b"builtin printf " + frame + b" >&61 2>/dev/null || builtin true; builtin printf "
+            + frame + b" >&62 2>/dev/null || builtin true\n")
 
 
 EXIT_LINE = b"builtin exit 0\n"
@@ -126,11 +185,15 @@ class ReadyFrame:
 
 @dataclass(frozen=True)
 class EndFrame:
-    """A cell (or a repeat of its post hook) ended; stdout carries status and cwd."""
+    """A cell (or a repeat of its post hook) ended; stdout carries status and cwd,
+    and for a failed cell the command that set the status and its line in the
+    cell, when the shell could tell (see __shell_kernel_failure)."""
     stream: str
     seq: int
     status: int | None = None
     cwd: str | None = None
+    line: int | None = None
+    command: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,13 +214,45 @@ class ReplyFrame:
 
 
 @dataclass(frozen=True)
+class TtyFrame:
+    """The prompt watcher's terminal, which cells read (see shell/prompts.bash)."""
+    path: str
+
+
+@dataclass(frozen=True)
+class ReadingFrame:
+    """A cell's process waits for input: its read number `reads` of the terminal."""
+    pid: int
+    reads: int
+    echo: bool  # False: the terminal does not echo (read -s, a password)
+    lines: bool  # False: it delivers keys, not lines (-icanon: vim, top, readline)
+    name: str
+    parent: str
+
+
+@dataclass(frozen=True)
+class ReadDoneFrame:
+    """The read that a ReadingFrame reported is over (answered, timed out, or gone)."""
+    pid: int
+    reads: int
+
+
+@dataclass(frozen=True)
+class BarrierFrame:
+    """The answer to barrier_line(nonce), on each stream."""
+    stream: str
+    nonce: str
+
+
+@dataclass(frozen=True)
 class UnknownFrame:
     """A frame with our token that no kind here matches: a bug, logged."""
     stream: str
     fields: tuple
 
 
-Frame = Union[ReadyFrame, EndFrame, DisplayFrame, ReplyFrame, UnknownFrame]
+Frame = Union[ReadyFrame, EndFrame, DisplayFrame, ReplyFrame, TtyFrame, ReadingFrame,
+              ReadDoneFrame, BarrierFrame, UnknownFrame]
 
 
 def parse_frame(stream: str, fields: list) -> Frame:
@@ -167,16 +262,28 @@ def parse_frame(stream: str, fields: list) -> Frame:
         if not rest:
             return ReadyFrame(stream)
         return ReadyFrame(stream, _int_or_none(rest[0]), *rest[1:])
-    if kind == "end" and len(rest) in (1, 3) and rest[0].isdigit():
+    if kind == "end" and len(rest) in (1, 3, 5) and rest[0].isdigit():
         if len(rest) == 1:
             return EndFrame(stream, int(rest[0]))
         status = _int_or_none(rest[1])
-        return EndFrame(stream, int(rest[0]), 1 if status is None else status, rest[2])
+        line, command = (_int_or_none(rest[3]), rest[4] or None) if len(rest) == 5 else (None, None)
+        return EndFrame(stream, int(rest[0]), 1 if status is None else status, rest[2],
+                        line, command)
+    if kind == "barrier" and len(rest) == 1:
+        return BarrierFrame(stream, rest[0])
     if kind == "display" and len(rest) == 4 and rest[2].isdigit() and _is_payload(rest[3]):
         return DisplayFrame(rest[0], rest[1], int(rest[2]), rest[3])
     if kind == "reply" and len(rest) == 3 and rest[0].isdigit() and rest[1].isdigit() \
             and _is_payload(rest[2]):
         return ReplyFrame(int(rest[0]), int(rest[1]), rest[2])
+    if kind == "tty" and len(rest) == 1 and rest[0].startswith("/"):
+        return TtyFrame(rest[0])
+    if kind == "reading" and len(rest) == 6 and rest[0].isdigit() and rest[1].isdigit() \
+            and rest[2] in ("0", "1") and rest[3] in ("0", "1"):
+        return ReadingFrame(int(rest[0]), int(rest[1]), rest[2] == "1", rest[3] == "1",
+                            rest[4], rest[5])
+    if kind == "done" and len(rest) == 2 and rest[0].isdigit() and rest[1].isdigit():
+        return ReadDoneFrame(int(rest[0]), int(rest[1]))
     return UnknownFrame(stream, tuple(fields))
 
 

@@ -205,19 +205,24 @@ def _kernel_spec(name: str):
                        "give another with --kernel NAME") from None
 
 
-def load(options: RunOptions):
-    """Read the notebook and check the request; RunError if it cannot run."""
+def read_notebook(path: Path):
+    """The notebook at path; RunError if there is none or it cannot be read."""
     import nbformat
 
-    path = options.notebook
     if not path.exists():
         raise RunError(f"{path}: no such notebook")
     if not path.is_file():
         raise RunError(f"{path}: not a file")
     try:
-        nb = nbformat.read(path, as_version=4)
+        return nbformat.read(path, as_version=4)
     except Exception as err:  # noqa: BLE001 - JSON or schema errors, said plainly
         raise RunError(f"{path} is not a readable notebook: {err}") from None
+
+
+def load(options: RunOptions):
+    """Read the notebook and check the request; RunError if it cannot run."""
+    path = options.notebook
+    nb = read_notebook(path)
     name = options.kernel_name or nb.metadata.get("kernelspec", {}).get("name")
     if not name:
         raise RunError(f"{path} names no kernel in its metadata; give one with --kernel NAME")
@@ -403,6 +408,12 @@ def main_run(args) -> int:
     try:
         for name, value in args.parameters or []:
             parameters[check_parameter_name(name)] = value
+        if args.hosts is not None or args.inventory is not None:
+            from .fleet import main_fleet
+            return main_fleet(args, parameters)
+        from .fleet import fleet_only_flags
+        if fleet_only_flags(args):
+            raise RunError(f"{', '.join(fleet_only_flags(args))}: only with --hosts or --inventory")
         notebook = Path(args.notebook)
         options = RunOptions(
             notebook=notebook,

@@ -17,18 +17,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Union
 
-from . import protocol
-from .backends import (Backend, BackendError, BackendFault, Contained, SessionGone, ShellExit,
-                       describe_error)
+from . import prompts, protocol
+from .failure import failed_command
+from .backends import (Attached, Backend, BackendError, BackendFault, Contained, SessionGone,
+                       ShellExit, describe_error)
 from .interrupts import Escalation, EscalationResult, Outcome, Reaper
+from .named_sessions import catch_up_end, catch_up_header
 from .options import default, output_limit_bytes
-from .output import Coalescer, DisplaySink, OutputLimit, Sink, StreamDecoder
+from .prompts import InputTerminal, Prompt
+from .output import Coalescer, DisplaySink, OutputLimit, ScreenClears, Sink, StreamDecoder
 
 log = logging.getLogger("shell_kernel.session")
 
 # Reader threads block once this much output waits for the pump: the shell
 # then blocks on its pipe, so memory stays bounded whatever a cell prints.
 MAX_QUEUED_BYTES = 8 << 20
+# An interrupt of a named session's cell waits this long for a shutdown
+# request that would make it jupyter_client's own (see _closed_soon).
+SHUTDOWN_AFTER_INTERRUPT = 0.5
 
 
 @dataclass
@@ -44,6 +50,11 @@ class Options:
     snapshot_exports: bool = False
     #: How long to keep trying to reattach a durable session after a drop.
     reattach_timeout: float = 120.0
+    #: Give cells a terminal to read, so that a prompt can be answered (see
+    #: prompts.py); without it, cells read /dev/null.
+    prompts: bool = True
+    #: Cells write to two pseudo-terminals on the host (see shell/tty.bash).
+    tty: bool = default("tty")
 
 
 @dataclass
@@ -55,6 +66,9 @@ class CellResult:
     #: Set when the shell ended during the cell: what happened, for the user.
     shell_lost: str | None = None
     spill_path: str | None = None
+    #: For a failed cell: the command that set the status, and its line in the cell.
+    command: str | None = None
+    line: int | None = None
 
 
 class SessionError(RuntimeError):
@@ -127,6 +141,8 @@ class _Cell:
     ended: dict = field(default_factory=lambda: {"stdout": False, "stderr": False})
     status: int | None = None
     cwd: str | None = None
+    source: bytes = b""
+    failed: tuple = (None, None)  # (line, command) from the end frame
     replaced: bool = False
     given_up: bool = False  # the interrupt could not reach its processes
     not_sent: bool = False  # the cell never reached the shell
@@ -135,6 +151,19 @@ class _Cell:
     # Set by interrupt() under the session's _cond.
     interrupted: bool = False
     escalating: bool = False
+    #: A named session's cell that an earlier kernel sent (see _catch_up): it
+    #: ends when the barrier with this nonce has come back on both streams.
+    catch_up: str | None = None
+    barriers: set = field(default_factory=set)
+    #: Asks the user a Prompt and returns the answer (None: end-of-file);
+    #: None when nobody can be asked (an automated run). The caller's thread.
+    ask: Callable[[Prompt], "str | None"] | None = None
+    #: Reads reported by the terminal's watcher, each with when it was
+    #: reported; the pump's.
+    reads: list = field(default_factory=list)
+    prompt: Prompt | None = None  # the open question, set by the pump, cleared by the caller
+    told_no_input: bool = False
+    wake: threading.Event = field(default_factory=threading.Event)  # done, or a prompt
 
 
 class ShellSession:
@@ -163,10 +192,12 @@ class ShellSession:
     """
 
     def __init__(self, backend_factory: Callable[[], Backend], sink: Sink,
-                 options: Options | None = None, display_sink: DisplaySink | None = None):
+                 options: Options | None = None, display_sink: DisplaySink | None = None,
+                 clear_sink: Callable[[], None] | None = None):
         self._backend_factory = backend_factory
         self._sink = sink
         self._display_sink = display_sink
+        self._clear_sink = clear_sink  # the output printed a screen clear (`clear`)
         self.options = options or Options()
         self._run_lock = threading.Lock()
         self._closing = False
@@ -180,6 +211,12 @@ class ShellSession:
         self._last_cwd: str | None = None
         self._lost: ShellExit | None = None  # why the shell is gone, until replaced
         self._attachments = 0  # successful reattaches: an interrupt waits for the next
+        self._catch_up_due: Attached | None = None  # attached to a named session's shell
+        self._start_notice: str | None = None  # the backend's, for the next cell
+        self._token = ""  # the current shell's frame token
+        self._input: InputTerminal | None = None  # what cells read (see _open_input)
+        self._stdin_points_at: str | None = _UNSET  # what the shell's cells read now
+        self._stdin_was_read = False  # a cell read the terminal: reset its modes (pump sets)
         # reader threads -> pump
         self._cond = threading.Condition()
         self._events: collections.deque = collections.deque()
@@ -195,6 +232,7 @@ class ShellSession:
         self._reply: tuple[int, bytes] | None = None  # (query seq, answer)
         self._reply_ready = threading.Event()
         self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
+        self._clears = {name: ScreenClears() for name in protocol.STREAMS}
         self._coalescer = Coalescer(self._sink, interval=self.options.flush_interval)
         self._pump_thread = threading.Thread(target=self._pump, name="shell-kernel-pump", daemon=True)
         self._pump_thread.start()
@@ -231,8 +269,12 @@ class ShellSession:
         try:
             backend.start(lambda stream, data: self._on_output(generation, stream, data),
                           lambda ended: self._push(Exited(generation, ended)))
+            self._start_notice = backend.start_notice
+            if backend.attached is not None:
+                return self._adopt(backend.attached)
             script = protocol.session_script(token, self.options.snapshot_exports,
-                                             backend.preset_state_dir, restore)
+                                             backend.preset_state_dir, restore,
+                                             tty=self.options.tty)
             backend.send(b"builtin eval -- " + protocol.ansi_c_quote(script) + b"\n")
         except BackendError as err:
             self._discard_backend(backend)
@@ -250,10 +292,65 @@ class ShellSession:
             self._noise = protocol.TtyNoiseFilter(self._info.pid)
         log.info("shell ready: pid %s, bash %s, state dir %s",
                  self._info.pid, self._info.bash_version, self._info.state_dir)
+        self._token = token
+        self._open_input()
         return self._info
+
+    def _adopt(self, attached: Attached) -> ShellInfo:
+        """A named session's shell, set up by an earlier kernel: no output flows
+        until the first cell, which catches up first (_catch_up)."""
+        with self._cond:
+            self._scanners = {name: protocol.FrameScanner(attached.token, name)
+                              for name in protocol.STREAMS}
+            self._noise = protocol.TtyNoiseFilter(attached.shell_pid)
+        self._info = ShellInfo(attached.shell_pid, attached.bash_version, attached.state_dir)
+        self._state_dir = attached.state_dir
+        self._seq = max(self._seq, attached.last_seq)  # the shell numbers its cells on
+        self._catch_up_due = attached
+        self._ready.set()
+        self._shell_up.set()
+        log.info("attached to session %s: pid %s, state dir %s", attached.name,
+                 attached.shell_pid, attached.state_dir)
+        self._token = attached.token
+        self._open_input()
+        return self._info
+
+    def _open_input(self) -> None:
+        """Open the terminal that the shell's cells read (see prompts.py); a
+        host that cannot give one leaves them reading /dev/null."""
+        self._close_input()
+        self._stdin_points_at = _UNSET  # a new shell, or one whose terminal went with a connection
+        if not self.options.prompts or self._closing:
+            return
+        generation, info = self._generation, self._info
+        try:
+            terminal = InputTerminal(self._backend, self._token, info.pid, info.state_dir,
+                                     lambda frame: self._on_input_frame(generation, frame))
+        except BackendError as err:
+            log.info("cells read /dev/null: %s", err)
+            return
+        with self._cond:
+            self._input = terminal
+        self._coalescer.partial_hold = prompts.PARTIAL_HOLD_SECONDS
+        # Here rather than before a cell: a cell must go out at once (a durable
+        # session's connection may drop a moment later, with the cell running).
+        if terminal.path(prompts.START_SECONDS) is None:
+            log.info("no terminal within %g s: cells read /dev/null until one comes",
+                     prompts.START_SECONDS)
+
+    def _close_input(self) -> None:
+        with self._cond:
+            terminal, self._input = self._input, None
+        if terminal is not None:
+            terminal.close()
+
+    def _on_input_frame(self, generation: int, frame: protocol.Frame | None) -> None:
+        if frame is not None:  # None: the terminal is gone; cells read /dev/null until reopened
+            self._push(FrameSeen(generation, frame))
 
     def _discard_backend(self, backend: Contained) -> None:
         self._shell_up.clear()
+        self._close_input()
         try:
             backend.close()
         except BackendError:
@@ -265,7 +362,9 @@ class ShellSession:
         return Reaper(self._backend, self._info.pid, self._info.state_dir)
 
     # ------------------------------------------------------------- run cells
-    def run(self, code: str) -> CellResult:
+    def run(self, code: str, ask: Callable[[Prompt], str | None] | None = None) -> CellResult:
+        """Run one cell. ask(prompt) answers a prompt (None: end-of-file); it is
+        called on this thread. Without it, a read gets end-of-file and a notice."""
         with self._run_lock:
             if self._closing:
                 raise SessionError("The kernel is shutting down.")
@@ -273,6 +372,13 @@ class ShellSession:
                 notice = self._restart()
                 if notice:
                     self._sink("stderr", f"[shell_kernel] {notice}\n")
+            if self._start_notice:
+                self._sink("stderr", f"[shell_kernel] {self._start_notice}\n")
+                self._start_notice = None
+            if self._catch_up_due is not None:
+                caught_up = self._catch_up()
+                if caught_up is not None:
+                    return caught_up
             prepared = protocol.prepare_cell(code)
             if prepared.removed_nul:
                 self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "
@@ -280,18 +386,27 @@ class ShellSession:
             with self._cond:
                 self._seq += 1
                 cell = _Cell(self._seq, self._generation,
-                             OutputLimit(self.options.output_limit, self.options.spill_dir))
+                             OutputLimit(self.options.output_limit, self.options.spill_dir),
+                             source=prepared.source, ask=ask)
                 self._cell = cell
+                terminal = self._input
             log.debug("cell %d starts", cell.seq)
+            stdin = terminal.path(0) if terminal is not None else None
+            lines = protocol.eval_lines(prepared.source, cell.seq)
+            if stdin != self._stdin_points_at:
+                lines = protocol.stdin_line(stdin) + lines
+                self._stdin_points_at = stdin
+            elif self._stdin_was_read:
+                lines = protocol.RESET_STDIN_LINE + lines
+            self._stdin_was_read = False
             try:
-                self._backend.send(protocol.eval_lines(prepared.source, cell.seq))
+                self._backend.send(lines)
             except BackendError as err:
                 # Never started: for a durable backend the shell itself is fine.
                 cell.not_sent = True
                 self._push(CellLost(cell.generation, ShellExit(
                     str(err), connection_lost=self._backend.can_reattach)))
-            while not cell.done.wait(0.5):
-                pass
+            self._wait_answering(cell, terminal)
             with self._cond:
                 self._cell = None
             cell.limit.close()
@@ -299,12 +414,66 @@ class ShellSession:
                 self._last_cwd = cell.cwd
             return self._result(cell)
 
+    def _wait_answering(self, cell: _Cell, terminal: InputTerminal | None) -> None:
+        """Wait for the cell to end, answering its prompts on the way."""
+        while not cell.done.is_set():
+            cell.wake.wait(0.5)
+            with self._cond:
+                cell.wake.clear()
+                prompt = cell.prompt
+            if prompt is None or cell.done.is_set():
+                continue
+            answer = cell.ask(prompt)
+            if not prompt.over.is_set() and terminal is not None:
+                terminal.answer(answer)
+            del answer  # perhaps a password: not kept
+            with self._cond:
+                cell.prompt = None
+                self._cond.notify_all()  # the pump may ask the next question
+
+    def _catch_up(self) -> CellResult | None:
+        """Show, in the first cell after attaching to a named session, what the
+        session printed since the last kernel received its output, and the end
+        of the cell that kernel had sent (waiting for it, if it still runs).
+        The shell prints a barrier after that cell; the backlog ends there.
+        Returns the result for this cell when its own code must not run (the
+        wait was interrupted, or the shell was lost)."""
+        attached, self._catch_up_due = self._catch_up_due, None
+        if attached.last_seq and (attached.running or attached.backlog):
+            self._sink("stderr", catch_up_header(attached))
+        with self._cond:
+            cell = _Cell(attached.last_seq, self._generation,
+                         OutputLimit(self.options.output_limit, self.options.spill_dir),
+                         catch_up=secrets.token_hex(8))
+            self._cell = cell
+        try:
+            self._backend.open_output()
+            self._backend.send(protocol.barrier_line(cell.catch_up))
+        except BackendError as err:
+            cell.not_sent = True
+            self._push(CellLost(cell.generation, ShellExit(str(err), connection_lost=True)))
+        while not cell.done.wait(0.5):
+            pass
+        with self._cond:
+            self._cell = None
+        cell.limit.close()
+        if cell.lost is None and cell.status is not None:
+            self._sink("stderr", catch_up_end(attached, cell.status))
+        if cell.lost is not None or cell.interrupted:
+            return self._result(cell)
+        return None
+
     def _result(self, cell: _Cell) -> CellResult:
         duration = time.monotonic() - cell.started
         spill = str(cell.limit.spill_path) if cell.limit.spill_path else None
         if cell.lost is None:
-            return CellResult(cell.status if cell.status is not None else 1, duration,
-                              cell.cwd, cell.interrupted, spill_path=spill)
+            status = cell.status if cell.status is not None else 1
+            if cell.interrupted and status == 0:
+                status = 130  # stopped (e.g. `watch`, which exits 0 on SIGINT): not a success
+            command, line = (failed_command(cell.source.decode("utf-8", "replace"), *cell.failed)
+                             if status else (None, None))
+            return CellResult(status, duration, cell.cwd, cell.interrupted, spill_path=spill,
+                              command=command, line=line)
         lost = cell.lost
         if cell.replaced:
             what = ("The shell did not stop after SIGINT, SIGTERM and SIGKILL to this cell's "
@@ -405,6 +574,7 @@ class ShellSession:
             self._attachments += 1
             self._shell_up.set()
             notice("[shell_kernel] Reconnected: same shell, output resumes where it stopped.\n")
+            self._open_input()  # the old terminal went with the connection
             return
 
     def _reattach_during_cell(self, generation: int, ended: ShellExit) -> None:
@@ -462,6 +632,8 @@ class ShellSession:
 
     def _interrupt_cell(self, cell: _Cell) -> None:
         try:
+            if self._backend.outlives_kernel and self._closed_soon():
+                return  # a named session's cell outlives the kernel (see _closed_soon)
             result = self._escalate(cell)
             if result.outcome is Outcome.REPLACE:
                 self._push(Escalated(cell.generation, cell.seq, result))
@@ -473,10 +645,23 @@ class ShellSession:
             with self._cond:
                 cell.escalating = False  # a later interrupt of this cell may try again
 
+    def _closed_soon(self) -> bool:
+        """jupyter_client interrupts a kernel before every shutdown and restart
+        (KernelManager.shutdown_kernel), and the shutdown request follows at
+        once: True if it comes within SHUTDOWN_AFTER_INTERRUPT seconds."""
+        deadline = time.monotonic() + SHUTDOWN_AFTER_INTERRUPT
+        while time.monotonic() < deadline:
+            if self._closing:
+                return True
+            time.sleep(0.02)
+        return self._closing
+
     def _escalate(self, cell: _Cell) -> EscalationResult:
         attachments = self._attachments
         backend, reaper = self._backend, self._reaper()
-        result = Escalation(reaper, lambda: backend.send(protocol.post_line(cell.seq)),
+        resend = protocol.post_line(cell.seq) + (
+            protocol.barrier_line(cell.catch_up) if cell.catch_up else b"")
+        result = Escalation(reaper, lambda: backend.send(resend),
                             cell.done.wait, self.options.interrupt_grace).run()
         if result.outcome is Outcome.UNREACHABLE and backend.can_reattach \
                 and self._wait_reattached(cell, attachments):
@@ -501,11 +686,12 @@ class ShellSession:
 
     # -------------------------------------------------------------- shutdown
     def close(self) -> None:
-        """Stop every process of the session and remove its state directory."""
+        """Stop every process of the session and remove its state directory
+        (but a named session's shell stays, for the next kernel)."""
         self._closing = True
         backend, reaper = self._backend, self._reaper()
         if backend is not None:
-            if reaper is not None:
+            if reaper is not None and not backend.outlives_kernel:
                 reaper.stop_everything()
             self._discard_backend(backend)
         with self._cond:
@@ -540,7 +726,8 @@ class ShellSession:
         while True:
             with self._cond:
                 while not self._events and not self._closing:
-                    deadline = self._coalescer.deadline()
+                    deadline = min((due for due in (self._coalescer.deadline(), self._prompt_due())
+                                    if due is not None), default=None)
                     timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
                     if not self._cond.wait(timeout) and deadline is not None:
                         break
@@ -555,6 +742,10 @@ class ShellSession:
                     self._handle(event)
                 except Exception:  # noqa: BLE001 - the pump must outlive one bad event
                     log.exception("while handling %s", type(event).__name__)
+            try:
+                self._prompt_if_due()
+            except Exception:  # noqa: BLE001
+                log.exception("while prompting")
             self._coalescer.flush_if_due()
 
     def _handle(self, event: Event) -> None:
@@ -596,10 +787,22 @@ class ShellSession:
         if cell is not None and not cell.ended[stream] and cell.generation == self._generation:
             data, notice = cell.limit.admit(data)
             if notice:
-                self._coalescer.add(stream, self._decoders[stream].decode(data))
+                self._add_text(stream, self._decoders[stream].decode(data))
                 self._coalescer.add("stderr", notice)
                 return
-        self._coalescer.add(stream, self._decoders[stream].decode(data))
+        self._add_text(stream, self._decoders[stream].decode(data))
+
+    def _add_text(self, stream: str, text: str) -> None:
+        """Output for the coalescer, where a screen clear, as in a terminal,
+        clears what the cell showed so far (see ScreenClears)."""
+        if self._clear_sink is None:
+            self._coalescer.add(stream, text)
+            return
+        cleared, text = self._clears[stream].feed(text)
+        if cleared:
+            self._coalescer.discard()
+            self._clear_sink()
+        self._coalescer.add(stream, text)
 
     def _on_frame(self, event: FrameSeen) -> None:
         frame = event.frame
@@ -614,10 +817,16 @@ class ShellSession:
         elif isinstance(frame, protocol.ReplyFrame):
             self._reply = (frame.seq, self._fetch(frame.payload) or b"")
             self._reply_ready.set()
+        elif isinstance(frame, protocol.BarrierFrame):
+            self._on_barrier(frame)
         elif isinstance(frame, protocol.ReadyFrame):
             self._on_ready(frame)
         elif isinstance(frame, protocol.EndFrame):
             self._on_end(frame)
+        elif isinstance(frame, protocol.ReadingFrame):
+            self._on_reading(frame)
+        elif isinstance(frame, protocol.ReadDoneFrame):
+            self._on_read_done(frame)
         else:
             log.error("bug: a frame of unknown kind %r", frame)
 
@@ -637,16 +846,24 @@ class ShellSession:
             self._shell_up.set()
             self._ready.set()
 
+    def _on_barrier(self, frame: protocol.BarrierFrame) -> None:
+        cell = self._cell
+        if cell is not None and cell.catch_up == frame.nonce and not cell.done.is_set():
+            cell.barriers.add(frame.stream)
+            if len(cell.barriers) == len(protocol.STREAMS):
+                self._end_cell(cell)
+
     def _on_end(self, frame: protocol.EndFrame) -> None:
         cell = self._cell
         if cell is None or frame.seq != cell.seq:
             return  # the repeat of an earlier cell's end, after an interrupt
         if frame.stream == "stdout" and frame.status is not None:
             cell.status, cell.cwd = frame.status, frame.cwd
+            cell.failed = (frame.line, frame.command)
         if frame.stream == "stderr" and self._noise is not None:
             self._coalescer.add("stderr", self._decoders["stderr"].decode(self._noise.flush()))
         cell.ended[frame.stream] = True
-        if cell.ended["stdout"] and cell.ended["stderr"]:
+        if cell.ended["stdout"] and cell.ended["stderr"] and not cell.catch_up:
             self._end_cell(cell)
 
     def _on_exited(self, event: Exited) -> None:
@@ -687,9 +904,75 @@ class ShellSession:
 
     def _end_cell(self, cell: _Cell) -> None:
         for stream, decoder in self._decoders.items():
-            self._coalescer.add(stream, decoder.decode(b"", final=True))
+            self._coalescer.add(stream, self._clears[stream].flush()
+                                + decoder.decode(b"", final=True))
         self._coalescer.flush()
+        if cell.prompt is not None:
+            cell.prompt.over.set()
         cell.done.set()
+        cell.wake.set()
+
+    # --------------------------------------------------------------- prompts
+    def _on_reading(self, frame: protocol.ReadingFrame) -> None:
+        cell = self._cell
+        self._stdin_was_read = True
+        if cell is not None and not cell.done.is_set() and not cell.catch_up:
+            cell.reads.append((frame, time.monotonic()))
+
+    def _on_read_done(self, frame: protocol.ReadDoneFrame) -> None:
+        cell = self._cell
+        if cell is None:
+            return
+        key = (frame.pid, frame.reads)
+        cell.reads = [(read, due) for read, due in cell.reads if (read.pid, read.reads) != key]
+        if cell.prompt is not None and cell.prompt.key == key:
+            cell.prompt.over.set()  # e.g. read -t timed out: the question is moot
+
+    def _prompt_due(self) -> float | None:
+        """When the oldest reported read becomes a prompt: at once if the
+        output ends with a partial line (its text), else a moment later, in
+        case its text is still on its way (the output and the report travel
+        separately)."""
+        cell = self._cell
+        if cell is None or not cell.reads or cell.prompt is not None:
+            return None
+        reported = cell.reads[0][1]
+        return reported if self._coalescer.holds_partial else reported + prompts.SETTLE_SECONDS
+
+    def _prompt_if_due(self) -> None:
+        """Turn the oldest reported read into a prompt, once its text had time
+        to arrive: the partial line the output ends with. Without anyone to
+        ask, the read gets end-of-file, and the cell a notice (once)."""
+        due = self._prompt_due()
+        if due is None or time.monotonic() < due or self._cell.done.is_set():
+            return
+        cell = self._cell
+        frame, _ = cell.reads.pop(0)
+        stream, text = self._coalescer.take_partial()
+        self._coalescer.flush()
+        prompt = prompts.make_prompt(frame, text, self._info.pid if self._info else 0)
+        if prompts.needs_terminal(frame):
+            self._coalescer.add(stream, text)
+            self._coalescer.add("stderr", "\n" + prompts.needs_terminal_notice(prompt.command))
+            self._coalescer.flush()
+            self.interrupt()
+            return
+        if cell.ask is not None:
+            cell.prompt = prompt
+            cell.wake.set()
+            return
+        self._coalescer.add(stream, text)
+        if not cell.told_no_input:
+            cell.told_no_input = True
+            self._coalescer.add("stderr", ("\n" if text else "") + prompts.no_input_notice(prompt.command))
+        self._coalescer.flush()
+        with self._cond:
+            terminal = self._input
+        if terminal is not None:
+            terminal.answer(None)
+
+
+_UNSET = "\0unset"  # not a path: the shell's descriptor is not set up yet
 
 
 def _as_text(err: BaseException) -> str:

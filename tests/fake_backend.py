@@ -16,8 +16,8 @@ from typing import Callable
 from shell_kernel.backends import Backend, BackendError, ShellExit, SideResult
 
 TOKEN = re.compile(rb"__shell_kernel_token=([0-9a-f]+)")
-CELL = re.compile(rb"^__shell_kernel_resume ''; builtin eval -- (\$'.*') </dev/null >&61 2>&62$")
-POST = re.compile(rb"__shell_kernel_post (\d+)$")
+CELL = re.compile(rb"^__shell_kernel_resume (?:\d+ )?''; builtin eval -- (\$'.*') <\S+ >&61 2>&62$")
+POST = re.compile(rb"__shell_kernel_post (\d+)(?: \$'.*')?$")
 
 
 def ansi_c_unquote(word: bytes) -> bytes:

@@ -9,7 +9,8 @@ file per armed fault point, containing how many of its next uses fail:
   side_command  a backend's side_command()
   reattach      a durable SSH backend's reattach()
   reader        the backend's reader loop (the local os.read, the SSH
-                channel's recv)
+                channel's recv, in the shell's reader thread only: a side
+                command's recv is the side_command point)
 
 A failure is a RuntimeError, the kind of error the backends do not expect.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 import paramiko
@@ -68,7 +70,15 @@ for backend_class in (local.LocalBackend, ssh.SSHBackend):
         setattr(backend_class, verb, failing(verb, getattr(backend_class, verb)))
 ssh.SSHBackend.reattach = failing("reattach", ssh.SSHBackend.reattach)
 local.os = OsWithFailingRead()
-paramiko.Channel.recv = failing("reader", paramiko.Channel.recv)
+
+
+def _recv(channel, size):
+    if threading.current_thread().name == "shell-kernel-ssh-reader" and take("reader"):
+        raise RuntimeError("injected reader failure")
+    return _recv_unfaulted(channel, size)
+
+
+_recv_unfaulted, paramiko.Channel.recv = paramiko.Channel.recv, _recv
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -15,6 +15,8 @@ from jupyter_client import KernelManager
 class Execution:
     reply: dict
     messages: list = field(default_factory=list)  # IOPub messages of this request, in order
+    #: The input_requests of this request: (prompt, password), in order.
+    prompts: list = field(default_factory=list)
     received_at: list = field(default_factory=list)  # monotonic arrival time of each message
 
     @property
@@ -75,7 +77,10 @@ class KernelHarness:
     def start(self, code: str, **kwargs) -> str:
         return self.kc.execute(code, **kwargs)
 
-    def collect(self, msg_id: str, timeout: float = 30) -> Execution:
+    def collect(self, msg_id: str, timeout: float = 30, answer=None) -> Execution:
+        """The request's messages, until it is idle. answer(prompt, password)
+        answers its input_requests (the string to send, or None to leave the
+        request unanswered); without it, an input_request fails the test."""
         deadline = time.monotonic() + timeout
         execution = Execution(reply={})
         idle = False
@@ -83,8 +88,9 @@ class KernelHarness:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"no idle status for {msg_id} within {timeout} s")
+            self._answer_input(execution, answer)
             try:
-                msg = self.kc.get_iopub_msg(timeout=remaining)
+                msg = self.kc.get_iopub_msg(timeout=min(remaining, 0.02))
             except queue.Empty:
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:
@@ -103,8 +109,27 @@ class KernelHarness:
                 execution.reply = reply
                 return execution
 
+    def _answer_input(self, execution: Execution, answer) -> None:
+        try:
+            msg = self.kc.get_stdin_msg(timeout=0)
+        except queue.Empty:
+            return
+        content = msg["content"]
+        execution.prompts.append((content["prompt"], content["password"]))
+        assert answer is not None, f"unexpected input_request {content}"
+        value = answer(content["prompt"], content["password"])
+        if value is not None:
+            self.kc.input(value)
+
     def run(self, code: str, timeout: float = 30, **kwargs) -> Execution:
         return self.collect(self.start(code, **kwargs), timeout)
+
+    def answering(self, code: str, answers, timeout: float = 30) -> Execution:
+        """Run a cell with allow_stdin=True, giving `answers` (a list of
+        strings, in order) to its input_requests."""
+        pending = list(answers)
+        msg_id = self.start(code, allow_stdin=True)
+        return self.collect(msg_id, timeout, answer=lambda prompt, password: pending.pop(0))
 
     def ok(self, code: str, timeout: float = 30) -> str:
         """Run a cell that must succeed; return its stdout."""

@@ -346,13 +346,21 @@ class SSHServer:
             "AcceptEnv none",
             "PrintMotd no",
             "UseDNS no",
+            # This machine's ~/.bashrc runs `pyenv init`, whose rehash takes a
+            # lock file; a test that SIGKILLs sessions mid-login leaves it
+            # behind, and every later login would then wait 60 s for it. A
+            # test that sets its own SetEnv (first one wins) replaces this.
+            setenv_config({"PYENV_REHASH_TIMEOUT": "1"}),
         ]
         # sshd_config: the first value obtained wins, so extra global options
         # go first (they override the defaults above); everything from the
-        # first "Match" line on must stay at the very end.
+        # first "Match" line on must stay at the very end. For MaxStartups the
+        # last value wins instead, so an overridden default is left out.
         extra = [ln.strip() for ln in self.extra_config.splitlines() if ln.strip()]
         cut = next((i for i, ln in enumerate(extra)
                     if ln.split()[0].lower() == "match"), len(extra))
+        overridden = {ln.split()[0].lower() for ln in extra[:cut]} & {"maxstartups"}
+        lines = [ln for ln in lines if ln.split()[0].lower() not in overridden]
         lines = extra[:cut] + lines + extra[cut:]
         self.config_path.write_text("\n".join(lines) + "\n")
 

@@ -9,7 +9,7 @@ class-scoped one through which it calls setUpClass, so the private
 JUPYTER_PATH (and the sshd) are in place when the kernels start.
 
 Not covered, because a shell has no such thing: execute_result (and so
-history, which the suite tests through it), the pager payload, clear_output.
+history, which the suite tests through it), the pager payload.
 Those tests are skipped by the suite itself; every other one runs, and
 test_every_sample_is_set makes sure none of them turns into a skip.
 """
@@ -63,6 +63,9 @@ class ShellKernelSamples:
 
     code_inspect_sample = "cd"
 
+    # `clear` clears the cell's output, as it clears a terminal.
+    code_clear_output = "echo before; clear; echo after"
+
     code_display_data = [
         {"code": "printf '<b>x</b>' | display --mime text/html", "mime": "text/html"},
         {"code": "printf 'plain text' | display --mime text/plain", "mime": "text/plain"},
@@ -89,7 +92,8 @@ class TestSSHIopubWelcome(jkt.IopubWelcomeTests):
 
 REQUIRED = ["code_hello_world", "code_stderr", "code_generate_error", "completion_samples",
             "complete_code_samples", "incomplete_code_samples", "invalid_code_samples",
-            "code_inspect_sample", "code_display_data", "language_name", "file_extension"]
+            "code_inspect_sample", "code_display_data", "code_clear_output", "language_name",
+            "file_extension"]
 
 
 @pytest.mark.parametrize("cls", [TestLocalKernel, TestSSHKernel], ids=["local", "ssh"])

@@ -32,9 +32,10 @@ def test_nonzero_status_is_one_error_output(kernel):
     execution = kernel.run("echo before; false")
     assert execution.status == "error"
     assert execution.reply["content"]["ename"] == "ExitCode"
-    assert execution.reply["content"]["evalue"] == "1"
+    evalue = "exit status 1 from 'false' (line 1)"
+    assert execution.reply["content"]["evalue"] == evalue
     assert [m["msg_type"] for m in execution.messages] == ["stream", "error"]
-    assert execution.errors[0]["ename"] == "ExitCode" and execution.errors[0]["evalue"] == "1"
+    assert execution.errors[0]["ename"] == "ExitCode" and execution.errors[0]["evalue"] == evalue
 
 
 def test_status_of_last_command_as_in_a_script(kernel):
@@ -57,7 +58,7 @@ def test_exit_ends_the_cell_and_keeps_the_shell(kernel):
     kernel.ok("EXIT_KEEP=kept; cd /tmp")
     execution = kernel.run("echo one; exit 3; echo never")
     assert execution.exit_code == 3 and execution.stdout == "one\n"
-    assert execution.reply["content"]["evalue"] == "3"
+    assert execution.reply["content"]["evalue"] == "exit status 3 from 'exit 3' (line 1)"
     execution = kernel.run("stop() { echo stopping; exit 4; }; stop; echo never")
     assert execution.exit_code == 4 and execution.stdout == "stopping\n"
     assert kernel.run("true; exit").exit_code == 0

@@ -40,12 +40,17 @@ CHROMIUM_FLAGS = [
 ]
 SLEEP_MARK = "1000.9"  # argument of the sleep that gets interrupted; unique in /proc
 
+FAILED = "exit status 2 from 'ls /nonexistent-path-xyz' (line 1)"
 CELLS = [
     "echo hello-from-lab; pwd",
     "ls /nonexistent-path-xyz",
     f"sleep {SLEEP_MARK}",
     "echo after-interrupt-$((6 * 7))",
+    "read -p 'Your name: ' name; echo \"hi $name\"",
+    "read -s -p 'Secret: ' secret; echo \"secret length ${#secret}\"",
+    "read -t 3 -p 'unanswered: ' v; echo \"read status $?\"",
 ]
+LAB_SECRET = "lab-Secret-123"
 
 # Generous: a cold JupyterLab on a 2-core machine can take a while to load.
 LOAD_TIMEOUT_MS = 60_000
@@ -323,10 +328,11 @@ def test_notebook_in_jupyterlab(lab, browser_page, tmp_path):
     assert "hello-from-lab" in "".join(text0)
     assert str(lab.root.resolve()) in "".join(text0), text0
 
-    # 2. A failing command: its stderr, then an error output naming the exit status.
+    # 2. A failing command: its stderr, then an error output naming the exit status,
+    # the command and its line.
     run_cell(1)
     wait_done(1)
-    err1 = outputs(1).filter(has_text="Exit status 2")
+    err1 = outputs(1).filter(has_text="exit status 2 from 'ls /nonexistent-path-xyz' (line 1)")
     err1.first.wait_for()
     assert err1.first.get_attribute("data-mime-type") == "application/vnd.jupyter.stderr"
     assert "No such file or directory" in "".join(outputs(1).all_inner_texts())
@@ -361,9 +367,34 @@ def test_notebook_in_jupyterlab(lab, browser_page, tmp_path):
     outputs(3).filter(has_text="after-interrupt-42").first.wait_for()
     assert len(lab.api("/api/kernels")) == 1
 
+    # 5. A prompt is answered in JupyterLab's input box, with the prompt's text.
+    def answer(i: int, text: str) -> None:
+        box = cells.nth(i).locator(".jp-Stdin-input")
+        box.wait_for()
+        box.fill(text)
+        box.press("Enter")
+
+    run_cell(4)
+    expect(cells.nth(4).locator(".jp-Stdin-prompt")).to_have_text(re.compile(r"^Your name:\s*$"))
+    answer(4, "Lab User")
+    wait_done(4)
+    outputs(4).filter(has_text="hi Lab User").first.wait_for()
+    # A hidden read gets a password box; the secret shows nowhere.
+    run_cell(5)
+    expect(cells.nth(5).locator(".jp-Stdin-input")).to_have_attribute("type", "password")
+    answer(5, LAB_SECRET)
+    wait_done(5)
+    outputs(5).filter(has_text=f"secret length {len(LAB_SECRET)}").first.wait_for()
+    assert LAB_SECRET not in page.content()
+    # A question the kernel gives up on (the read timed out) leaves no input box.
+    run_cell(6)
+    cells.nth(6).locator(".jp-Stdin-input").wait_for()
+    wait_done(6)
+    outputs(6).filter(has_text="read status 142").first.wait_for()
+    expect(cells.nth(6).locator(".jp-Stdin")).to_have_count(0)
+
     # The saved notebook has the error outputs as the kernel sent them.
-    page.keyboard.press("Escape")
-    page.keyboard.press("Control+s")
+    page.locator('.jp-NotebookPanel-toolbar [data-command="docmanager:save"]').first.click()
     saved_path = lab.root / lab.notebook
 
     def saved_outputs():
@@ -376,9 +407,15 @@ def test_notebook_in_jupyterlab(lab, browser_page, tmp_path):
 
     saved = wait_for(saved_outputs, 20, "the notebook to be saved with its outputs")
     errors = {i: [o for o in outs if o["output_type"] == "error"] for i, outs in enumerate(saved)}
-    assert errors[0] == [] and errors[3] == []
+    assert errors[0] == [] and errors[3] == [] and errors[4] == [] and errors[5] == []
+    assert errors[6] == []
+    # The prompt's text is in the answered input (JupyterLab keeps it as a "stdin"
+    # stream), not in the cell's output too; the secret is nowhere in the file.
+    texts4 = [(o["name"], o["text"]) for o in saved[4] if o["output_type"] == "stream"]
+    assert [name for name, text in texts4 if "Your name:" in text] == ["stdin"], texts4
+    assert LAB_SECRET not in saved_path.read_text()
     assert [(e["ename"], e["evalue"], e["traceback"]) for e in errors[1]] == \
-        [("ExitCode", "2", ["ExitCode: Exit status 2"])]
+        [("ExitCode", FAILED, [f"ExitCode: {FAILED}"])]
     assert [(e["ename"], e["evalue"], e["traceback"]) for e in errors[2]] == \
         [("KeyboardInterrupt", "130", ["KeyboardInterrupt: Interrupted (exit status 130)"])]
 
@@ -387,3 +424,40 @@ def test_notebook_in_jupyterlab(lab, browser_page, tmp_path):
     assert shot.stat().st_size > 10_000
     print(f"\nscreenshot: {shot}\nbrowser part: {time.monotonic() - t0:.1f} s, "
           f"interrupt took {interrupt_s:.2f} s")
+
+
+def test_colours_under_tty_in_jupyterlab(lab, browser_page):
+    """--tty: `ls --color=auto` colours, and JupyterLab renders the colours."""
+    from playwright.sync_api import expect
+
+    subprocess.run([sys.executable, "-m", "shell_kernel", "install", "--prefix",
+                    str(lab.workdir / "prefix"), "--name", "shell-tty", "--tty",
+                    "--display-name", "Bash (shell_kernel, tty)"],
+                   check=True, capture_output=True, text=True)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "shell-tty", "display_name": "Bash (shell_kernel, tty)",
+                                 "language": "bash"}
+    nb.cells = [nbformat.v4.new_code_cell("mkdir -p coloured-dir && ls --color=auto -d coloured-dir"),
+                nbformat.v4.new_code_cell("ls /nonexistent-tty-path")]
+    nbformat.write(nb, str(lab.root / "tty.ipynb"))
+    page = browser_page
+    page.goto(f"{lab.base}/lab/tree/tty.ipynb?token={lab.token}", timeout=LOAD_TIMEOUT_MS)
+    notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").first
+    cells = notebook.locator(".jp-Cell")
+    cells.nth(1).wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(
+        timeout=LOAD_TIMEOUT_MS)
+    for i in range(2):
+        cells.nth(i).locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Control+Enter")
+        expect(cells.nth(i).locator(".jp-InputArea-prompt")).to_have_text(
+            re.compile(r"^\s*\[\d+\]:\s*$"), timeout=CELL_TIMEOUT_MS)
+    output = cells.nth(0).locator(".jp-OutputArea-output")
+    output.filter(has_text="coloured-dir").first.wait_for()
+    # JupyterLab turns the ANSI colour codes into classed spans.
+    coloured = output.locator("span[class*='ansi-']", has_text="coloured-dir")
+    expect(coloured).to_have_count(1)
+    failed = cells.nth(1).locator(".jp-OutputArea-output").filter(
+        has_text="exit status 2 from 'ls /nonexistent-tty-path' (line 1)")
+    failed.first.wait_for()
+    lab.remember_processes()

@@ -60,7 +60,7 @@ def test_reply_metadata_reaches_on_cell_executed(backend, jupyter_prefix, tmp_pa
     assert metas[2]["duration_s"] >= 0.3
     # The hook saw the same cell outputs nbclient saves.
     assert [(o.ename, o.evalue) for o in nb.cells[2].outputs if o.output_type == "error"] == \
-        [("ExitCode", "3")]
+        [("ExitCode", "exit status 3 from 'echo \"answer: $answer\"; (exit 3)' (line 1)")]
     assert nb.cells[3].outputs[0].text == "status before: 3\n"
 
 
@@ -80,7 +80,7 @@ def test_papermill_engine_records_cells_and_failures(jupyter_prefix, tmp_path):
             str(src), str(out), engine_name="shell_kernel", progress_bar=False, cwd=str(tmp_path),
             # a hook of the caller's own still runs
             on_cell_executed=lambda cell, cell_index, execute_reply: seen.append(cell_index))
-    assert failure.value.evalue == "3"
+    assert failure.value.evalue == "exit status 3 from 'echo \"answer: $answer\"; (exit 3)' (line 1)"
     assert seen == [0, 2]
     result = nbformat.read(out, as_version=4)
     # papermill adds cells about the error: look ours up by id.

@@ -3,6 +3,7 @@ an escalation never signals a stranger nor leaves the shell stopped, nothing
 outlives a killed kernel, and the shell starts with default signals."""
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -156,21 +157,24 @@ def test_escalation_never_signals_a_process_that_reused_a_noted_pid(kernel):
 
 
 def test_a_side_command_that_hangs_never_leaves_the_shell_stopped(start_kernel, tmp_path):
-    # A ps that blocks in the SIGTERM round of an interrupt while a flag file
-    # exists, as on a host where reading some process's /proc entry hangs:
-    # that round cannot finish, and the kernel gives up on it after its timeout.
+    # A process table that cannot be read in the SIGTERM round of an
+    # interrupt while a flag file exists, as on a host where reading some
+    # process's /proc entry hangs: reap.sh's cat of /proc/*/stat (or its ps,
+    # where there is no /proc) blocks, that round cannot finish, and the
+    # kernel gives up on it after its timeout.
     flag = tmp_path / "ps-hangs"
     flag.touch()
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    fake_ps = bindir / "ps"
-    fake_ps.write_text(
-        "#!/bin/sh\n"
-        "if tr '\\0' ' ' < /proc/$PPID/cmdline | grep -q 'shell_kernel cell TERM'; then\n"
-        f"  while [ -e '{flag}' ]; do sleep 0.1; done\n"
-        "fi\n"
-        f"exec '{shutil.which('ps')}' \"$@\"\n")
-    fake_ps.chmod(0o755)
+    for tool in ("ps", "cat"):
+        fake = bindir / tool
+        fake.write_text(
+            "#!/bin/sh\n"
+            "if tr '\\0' ' ' < /proc/$PPID/cmdline | grep -q 'shell_kernel cell TERM'; then\n"
+            f"  while [ -e '{flag}' ]; do sleep 0.1; done\n"
+            "fi\n"
+            f"exec '{shutil.which(tool)}' \"$@\"\n")
+        fake.chmod(0o755)
     kernel = start_kernel(PATH=f"{bindir}:{os.environ['PATH']}")
     shell_pid = int(kernel.ok("echo $$"))
     msg_id = kernel.start("bash -c \"trap '' INT; sleep 1000.141\"")
@@ -182,7 +186,7 @@ def test_a_side_command_that_hangs_never_leaves_the_shell_stopped(start_kernel, 
                               if parent_of(p) == kernel.pid]
         assert wait_until(term_round, timeout=10)
         # The round hangs: the shell must not be held stopped meanwhile...
-        assert wait_until(lambda: pids_matching(str(fake_ps)), timeout=5)
+        assert wait_until(lambda: pids_matching(str(bindir)), timeout=5)
         assert process_state(shell_pid) != "T", "the shell is stopped while a side command hangs"
         assert wait_until(lambda: not term_round(), timeout=20), \
             "the kernel did not give up on the side command"
@@ -234,3 +238,37 @@ def test_shell_and_cells_start_with_default_signal_dispositions(start_kernel):
     execution = kernel.collect(msg_id)
     assert execution.exit_code == 130
     assert "KeyboardInterrupt" in execution.stderr
+
+
+
+def test_reap_tree_reads_any_command_name(tmp_path):
+    """reap.sh finds a cell's processes by their parents; a process whose
+    command name looks like the rest of a /proc stat line (a ") ", fields,
+    a newline) is still placed under its real parent, and so are its children."""
+    from shell_kernel.shell import script
+    reap = tmp_path / "reap.sh"
+    reap.write_text(script("reap.sh"))
+    fake_name = "x) S 1 1 1\ny"  # 12 bytes: a name may have 15
+    rename_then_sleep = ("import subprocess, sys; open('/proc/self/comm', 'w').write(sys.argv[1]); "
+                         "subprocess.run(['sleep', '60'])")
+    # root -> renamed python -> sleep
+    root = subprocess.Popen(["bash", "-c", f"python3 -c {shlex.quote(rename_then_sleep)} "
+                             f"{shlex.quote(fake_name)}; :"])
+
+    def members() -> set[int]:
+        out = subprocess.run(["sh", str(reap), "tree", "-", str(root.pid), str(tmp_path)],
+                             capture_output=True, text=True, timeout=10).stdout
+        return {int(token.split(":")[0]) for token in out.split()}
+
+    try:
+        assert wait_until(lambda: len(members()) == 2, timeout=10), members()
+        renamed = [pid for pid in members() if parent_of(pid) == root.pid]
+        assert len(renamed) == 1
+        assert Path(f"/proc/{renamed[0]}/comm").read_text() == fake_name + "\n"
+    finally:
+        for pid in members() | {root.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        root.wait()

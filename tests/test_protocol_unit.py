@@ -106,3 +106,73 @@ def test_output_limit_spills_the_rest_to_a_private_file(tmp_path):
     limit.close()
     assert limit.spill_path.read_bytes() == b"abcdef"
     assert limit.spill_path.stat().st_mode & 0o777 == 0o600
+
+
+def test_end_frame_carries_the_failed_command_and_its_line():
+    head = b"\x1e\x1f" + TOKEN.encode() + b"\x1fend\x1f"
+    scanner = protocol.FrameScanner(TOKEN)
+    failed, succeeded = scanner.feed(head + b"8\x1f1\x1f/tmp\x1f3\x1fgrep nomatch\x1f\x1e"
+                                     + head + b"9\x1f0\x1f/tmp\x1f\x1f\x1f\x1e")
+    assert failed == protocol.EndFrame("stdout", 8, 1, "/tmp", 3, "grep nomatch")
+    assert succeeded == protocol.EndFrame("stdout", 9, 0, "/tmp", None, None)
+
+
+def test_history_entry_is_the_cell_without_blank_lines_around_it():
+    assert protocol.history_entry(b"\n\necho a\n\necho b\n  \n") == b"echo a\n\necho b"
+    assert protocol.history_entry(b" \n\t\n") is None
+    # A re-run is recorded by fc itself as the command it re-ran.
+    for rerun in (b"fc -s", b"fc -s echo", b"  fc -e - 3", b"r", b"r old=new"):
+        assert protocol.history_entry(rerun) is None, rerun
+    assert protocol.history_entry(b"fc -l") == b"fc -l"
+    assert protocol.history_entry(b"rm -f x") == b"rm -f x"
+    assert protocol.history_entry(b"x" * (protocol.MAX_HISTORY_ENTRY + 1)) is None
+
+
+def test_failed_command_names_what_the_user_wrote():
+    from shell_kernel.failure import failed_command
+    cell = "echo a\necho hello | grep nomatch\ncheck_all"
+    assert failed_command(cell, 2, "grep nomatch") == ("grep nomatch", 2)
+    # A function's last command is not on the line: the call there is named.
+    assert failed_command(cell, 3, "return 4") == ("check_all", 3)
+    # No command from the shell (pipefail): the line names it.
+    assert failed_command(cell, 2, None) == ("echo hello | grep nomatch", 2)
+    # A line outside the cell (a sourced file's): the command alone.
+    assert failed_command(cell, 9, "false") == ("false", None)
+    assert failed_command(cell, None, None) == (None, None)
+
+
+@pytest.mark.parametrize("cut", range(1, 12))
+def test_screen_clears_are_found_even_split_across_reads(cut):
+    from shell_kernel.output import ScreenClears
+    data = "old\x1b[H\x1b[2J\x1b[3Jnew \x1b[31mred\x1b[0m"
+    clears = ScreenClears()
+    first, second = clears.feed(data[:cut + 2]), clears.feed(data[cut + 2:])
+    assert first[0] or second[0]
+    shown = (first[1] if not second[0] else "") + second[1] + clears.flush()
+    assert shown == "new \x1b[31mred\x1b[0m"
+    assert ScreenClears().feed("no clear \x1b[1mbold") == (False, "no clear \x1b[1mbold")
+
+
+@pytest.mark.parametrize("data, mime", [
+    (b"\x89PNG\r\n\x1a\n\0\0", "image/png"), (b"\xff\xd8\xff\xe0\0", "image/jpeg"),
+    (b"GIF89a\0", "image/gif"), (b"<svg xmlns='x'></svg>", "image/svg+xml"),
+    (b"<?xml version='1.0'?>\n<svg></svg>", "image/svg+xml"),
+    (b"<!DOCTYPE html><p>x", "text/html"), (b"  <b>bold</b>\n", "text/html"),
+    (b"plain words\n", "text/plain"), (b"\x00\x01\xfe", None), (b"", None),
+])
+def test_display_type_is_sniffed_from_the_first_bytes(data, mime):
+    from shell_kernel.output import sniff_mime
+    assert sniff_mime(data) == mime
+
+
+def test_cell_error_says_what_is_known():
+    from shell_kernel.failure import cell_error
+    from shell_kernel.session import CellResult
+    assert cell_error(CellResult(0, 0.1)) is None
+    assert cell_error(CellResult(1, 0.1, command="grep  nomatch\n x", line=3)) == (
+        "ExitCode", "exit status 1 from 'grep nomatch x' (line 3)",
+        "exit status 1 from 'grep nomatch x' (line 3)")
+    assert cell_error(CellResult(2, 0.1))[1] == "exit status 2"
+    assert cell_error(CellResult(130, 0.1, interrupted=True))[1:] == (
+        "130", "Interrupted (exit status 130)")
+    assert cell_error(CellResult(1, 0.1, shell_lost="The shell ended."))[1] == "The shell ended."

@@ -130,11 +130,14 @@ def test_unterminated_heredoc_and_trailing_backslash_still_reply(kernel):
     ("head -n 1; echo head-done", "head-done\n"),
     ("python3 -c 'import sys; print(repr(sys.stdin.read()))'", "''\n"),
 ])
-def test_stdin_is_at_end_of_file(kernel, code, expected):
-    assert kernel.ok(code) == expected
+def test_stdin_is_at_end_of_file_when_nobody_can_answer(kernel, code, expected):
+    # allow_stdin=False, as nbclient and papermill send (tests/test_prompts.py has the rest).
+    execution = kernel.run(code, allow_stdin=False)
+    assert execution.stdout == expected
+    assert "asked for input" in execution.stderr
 
 
 def test_python_input_gets_eof(kernel):
-    execution = kernel.run("python3 -c 'input()'", timeout=30)
+    execution = kernel.run("python3 -c 'input()'", timeout=30, allow_stdin=False)
     assert execution.exit_code == 1
     assert "EOFError" in execution.stderr

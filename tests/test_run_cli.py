@@ -15,8 +15,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
 
+from notebook_files import write_notebook
 from shell_kernel.cli import main
 from shell_kernel.runner import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, bash_parameters,
                                  default_output, inject_parameters)
@@ -42,17 +42,7 @@ NASTY = [
 
 
 def notebook(*cells, kernel="shell-test", path: Path | None = None) -> Path:
-    nb = new_notebook(metadata={"kernelspec": {"name": kernel, "display_name": kernel,
-                                               "language": "bash"}} if kernel else {})
-    for index, cell in enumerate(cells):
-        source, tags = (cell, []) if isinstance(cell, str) else cell
-        code = new_code_cell(source)
-        code.id = f"cell-{index}"
-        if tags:
-            code.metadata["tags"] = tags
-        nb.cells.append(code)
-    nbformat.write(nb, path)
-    return path
+    return write_notebook(path, *cells, kernel=kernel)
 
 
 def cli(argv: list, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -191,7 +181,7 @@ def test_a_failing_cell_stops_the_run(jupyter_prefix, tmp_path):
     assert "4  case $count in" in result.stdout and "failed" in result.stdout
     assert "5  html_escape()" in result.stdout and "not run" in result.stdout
     assert "FAILED: 5 code cells: 3 ok, 1 failed, 1 not run;" in result.stdout
-    assert "error: cell 4 (case $count in) failed: ExitCode: 1" in result.stderr
+    assert "error: cell 4 (case $count in) failed: ExitCode: exit status 1 from 'false' (line 4)" in result.stderr
     assert "stderr | count must be a whole number, not 'many'" in result.stderr
 
 

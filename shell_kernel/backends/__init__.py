@@ -48,6 +48,25 @@ class BackendFault(BackendError):
     the backend cannot use. The message names the verb and the error."""
 
 
+class SessionTaken(BackendFault):
+    """Another kernel took this named session over (or holds it)."""
+
+
+@dataclass
+class Attached:
+    """A named session's shell that an earlier kernel set up, and that start()
+    attached to instead of starting one (see open_output)."""
+    name: str
+    shell_pid: int
+    token: str  # of its frames
+    bash_version: str
+    state_dir: str
+    last_seq: int  # the last cell sent to it
+    running: bool  # that cell has not ended
+    started_at: float | None  # when that cell started (seconds since the epoch)
+    backlog: bool  # output that no kernel has received waits on the host
+
+
 class Backend(abc.ABC):
     """A bash somewhere, and the bytes to and from it: a handful of verbs.
 
@@ -66,6 +85,14 @@ class Backend(abc.ABC):
     #: Where the session's files go, when the backend makes the directory
     #: before bash starts (durable SSH, and local for its guard); else bash makes it.
     preset_state_dir: str | None = None
+    #: A named session's shell outlives the kernel: close() leaves it running.
+    outlives_kernel = False
+    #: Set by start() when it attached to a named session's existing shell:
+    #: its output then flows only from open_output() on.
+    attached: Attached | None = None
+    #: Set by start() for the user's next cell, e.g. that a named session had
+    #: ended and a new shell was started in its place.
+    start_notice: str | None = None
 
     @abc.abstractmethod
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
@@ -101,10 +128,37 @@ class Backend(abc.ABC):
         the host cannot be reached."""
         raise BackendError(f"the {self.description} backend cannot reattach")
 
+    def open_output(self) -> None:
+        """Start the output of a shell that start() attached to, from where the
+        last kernel stopped receiving it (see Attached)."""
+
+    def open_terminal(self, script: str, args: list[str],
+                      on_output: Callable[[bytes], None]) -> "Terminal":
+        """Run a bash script on the shell's host under a new pseudo-terminal
+        (its controlling terminal), for the cells to read (shell/prompts.bash).
+
+        A reader thread calls on_output with what the script writes to the
+        terminal (and the terminal's echo), then on_output(b"") once when the
+        terminal is gone. Raises BackendError when the host cannot give one."""
+        raise BackendError(f"the {self.description} backend has no terminals")
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release the shell's channels; idempotent. After it, on_exit may
         still be called once (as "closed by the kernel")."""
+
+
+class Terminal(abc.ABC):
+    """The kernel's side of a terminal that open_terminal made: what is written
+    here is what a process reading the terminal reads."""
+
+    @abc.abstractmethod
+    def write(self, data: bytes) -> None:
+        """Raises BackendError when the terminal is gone."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Hang the terminal up (its script then ends); idempotent."""
 
 
 def start_reader(name: str, loop: Callable[[], None], on_crash: Callable[[Exception], None]
@@ -149,6 +203,18 @@ class Contained:
     def preset_state_dir(self) -> str | None:
         return self.backend.preset_state_dir
 
+    @property
+    def outlives_kernel(self) -> bool:
+        return self.backend.outlives_kernel
+
+    @property
+    def attached(self) -> Attached | None:
+        return self.backend.attached
+
+    @property
+    def start_notice(self) -> str | None:
+        return self.backend.start_notice
+
     def _call(self, verb: str, *args, **kwargs):
         try:
             return getattr(self.backend, verb)(*args, **kwargs)
@@ -173,6 +239,13 @@ class Contained:
 
     def reattach(self) -> None:
         self._call("reattach")
+
+    def open_output(self) -> None:
+        self._call("open_output")
+
+    def open_terminal(self, script: str, args: list[str],
+                      on_output: Callable[[bytes], None]) -> "Terminal":
+        return self._call("open_terminal", script, args, on_output)
 
     def close(self) -> None:
         self._call("close")

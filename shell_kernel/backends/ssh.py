@@ -16,14 +16,17 @@ import signal
 import socket
 import threading
 import time
+from typing import Callable
 
 import paramiko
 
-from . import (Backend, BackendError, ExitCallback, OutputCallback, SessionGone, ShellExit,
-               SideResult, describe_error, start_reader)
+from . import (Backend, BackendError, ExitCallback, OutputCallback, SessionGone, SessionTaken,
+               ShellExit, SideResult, Terminal, describe_error, start_reader)
+from .. import named_sessions
 from ..shell import script
 from . import known_hosts
 from .proxy_command import ProxyCommandSocket
+from .ssh_terminal import SSHTerminal
 from .ssh_auth import KeyLogin
 from .ssh_target import SSHTarget, TargetError
 
@@ -40,12 +43,16 @@ REAP_SCRIPT = script("reap.sh")  # installed on the host for the idle watchdog
 # it was to send was dropped meanwhile, so a new relay must resume after the gap.
 RELAY_SHELL_ENDED = 4
 RELAY_RESTART = 5
+RELAY_TAKEN = 6  # a named session's: another kernel took it over
 # A durable session spools each stream in files of about this size (see
 # spool.sh); the kernel has the host delete those it has received.
 SPOOL_GENERATION_BYTES = 4 << 20
 # While output arrives, the kernel tells the host at least this often (in
 # seconds) that it is reading, and has the received spool files deleted.
 SPOOL_ACK_INTERVAL = 1.0
+# A named session's: what a kernel received but had not acknowledged when it
+# was killed is shown again by the next kernel, so the window is kept short.
+NAMED_ACK_INTERVAL = 0.25
 # Once no kernel has said so for this long (it is away, or a laptop asleep
 # holds up the relay), the host keeps only the newest SPOOL_KEEP_BYTES of each
 # stream. A kernel that is reading, however slowly, loses nothing.
@@ -235,11 +242,14 @@ def _record_exit_signals(transport: paramiko.Transport) -> None:
 class SSHBackend(Backend):
     """The shell in one session channel (ephemeral), or, when durable, a
     detached shell on the host with a relay channel that can be re-opened
-    after a dropped connection (see shell/launch.sh, relay.sh and spool.sh)."""
+    after a dropped connection (see shell/launch.sh, relay.sh and spool.sh).
+    A durable session may be named (session): it then outlives the kernel,
+    and start() attaches to it when it exists (see named_sessions)."""
 
     def __init__(self, target: SSHTarget, clean: bool = False, accept_new_host_key: bool = False,
                  resolve_jump=None, bash: str = "bash", durable: bool = False,
-                 idle_timeout: float = 3600.0):
+                 idle_timeout: float = 3600.0, session: str | None = None,
+                 take_over: bool = False):
         self._target = target
         self.description = f"ssh {target.describe()}"
         self._accept_new = accept_new_host_key
@@ -247,6 +257,13 @@ class SSHBackend(Backend):
         self._bash_argv = [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
         self.can_reattach = durable
         self._idle_timeout = idle_timeout
+        self._session_name = session
+        self._take_over = take_over
+        # This kernel's claim on a named session (see launch.sh open).
+        self._owner = secrets.token_hex(8) if session else ""
+        self.outlives_kernel = session is not None
+        self._holding = False  # opened the named session (as its owner)
+        self._ack_interval = NAMED_ACK_INTERVAL if session else SPOOL_ACK_INTERVAL
         self._clients: list[paramiko.SSHClient] = []
         self._channel: paramiko.Channel | None = None
         self._side: _SideShell | None = None
@@ -276,8 +293,12 @@ class SSHBackend(Backend):
         self._connect()
         try:
             if self.can_reattach:
-                self._launch_durable()
-                self._open_relay()
+                if self._session_name:
+                    self._open_named()
+                else:
+                    self._launch_durable()
+                if self.attached is None:
+                    self._open_relay()
             else:
                 channel = self.transport.open_session(timeout=CONNECT_TIMEOUT)
                 channel.exec_command("exec " + shlex.join(self._bash_argv))
@@ -290,6 +311,15 @@ class SSHBackend(Backend):
             self.close()
             raise BackendError(f"could not start bash on {self._target.describe()}: {err}") from err
 
+    def open_terminal(self, script: str, args: list[str],
+                      on_output: Callable[[bytes], None]) -> Terminal:
+        return SSHTerminal(self.transport, [self._bash_argv[0], "-c", script, "shell_kernel", *args],
+                           on_output, CONNECT_TIMEOUT)
+
+    def open_connection(self) -> None:
+        """Connect, for side commands only (no shell): see named_sessions."""
+        self._connect()
+
     def _connect(self) -> None:
         self._clients = connect(self._target, self._accept_new, self._resolve_jump)
         _record_exit_signals(self.transport)
@@ -297,25 +327,57 @@ class SSHBackend(Backend):
         threading.Thread(target=self._keepalive_loop, args=(self.transport,),
                          name="shell-kernel-ssh-keepalive", daemon=True).start()
 
+    def _launch_arguments(self) -> list[str]:
+        return [str(int(self._idle_timeout)), str(SPOOL_GENERATION_BYTES), str(SPOOL_KEEP_BYTES),
+                str(SPOOL_STALL_SECONDS), REAP_SCRIPT, SPOOL_SCRIPT, *self._bash_argv]
+
     def _launch_durable(self) -> None:
-        result = self.side_command(LAUNCH_SCRIPT, [
-            "start", str(int(self._idle_timeout)), str(SPOOL_GENERATION_BYTES),
-            str(SPOOL_KEEP_BYTES), str(SPOOL_STALL_SECONDS), REAP_SCRIPT, SPOOL_SCRIPT,
-            *self._bash_argv],
-            timeout=CONNECT_TIMEOUT)
+        result = self.side_command(LAUNCH_SCRIPT, ["start", *self._launch_arguments()],
+                                   timeout=CONNECT_TIMEOUT)
         # "PID DIR": DIR (under the host's TMPDIR) may hold spaces.
         pid, _, state_dir = _last_line(result.stdout).partition(" ")
         if result.status != 0 or not pid.isdigit() or not state_dir:
             raise BackendError(f"could not start a durable shell: {result.stdout.strip()}")
         self.preset_state_dir, self._remote_pid = state_dir, int(pid)
 
+    def _open_named(self) -> None:
+        """Attach to the named session, or start it (see launch.sh open)."""
+        where = self._target.describe()
+        for _ in range(2):
+            result = self.side_command(LAUNCH_SCRIPT, [
+                "open", self._session_name, self._owner, "yes" if self._take_over else "no",
+                *self._launch_arguments()], timeout=CONNECT_TIMEOUT + 10)
+            opened = named_sessions.parse_open(result.stdout, self._session_name, where)
+            if not opened.unusable:
+                break
+            # Its setup never finished (the kernel that started it failed to): replace it.
+            log.info("replacing the unusable session in %s", opened.state_dir)
+            self.side_command(LAUNCH_SCRIPT, ["stop", opened.state_dir], timeout=CONNECT_TIMEOUT)
+        else:
+            raise BackendError(f"the session {self._session_name} on {where} could not be set up")
+        if opened.previous:
+            self.start_notice = named_sessions.ended_message(self._session_name, where,
+                                                             opened.previous)
+        self.preset_state_dir, self._remote_pid = opened.state_dir, opened.pid
+        self._holding = True
+        self.attached = opened.attached
+        if opened.attached is not None:
+            self._offsets = dict(opened.delivered)
+
+    def open_output(self) -> None:
+        try:
+            self._open_relay()
+        except (paramiko.SSHException, OSError) as err:
+            raise BackendError(f"could not open the session's output: {err}") from err
+
     def _open_relay(self) -> None:
         headers = _RelayHeaders()
         channel = self.transport.open_session(timeout=CONNECT_TIMEOUT)
+        owner = [self._owner, str(RELAY_TAKEN)] if self._owner else []
         channel.exec_command(_command("sh", "-c", RELAY_SCRIPT, "shell_kernel", self.preset_state_dir,
                                       str(self._remote_pid), headers.marker,
                                       str(self._offsets["stdout"]), str(self._offsets["stderr"]),
-                                      str(RELAY_SHELL_ENDED), str(RELAY_RESTART)))
+                                      str(RELAY_SHELL_ENDED), str(RELAY_RESTART), *owner))
         self._start_reader(channel, headers)
 
     def _start_reader(self, channel: paramiko.Channel, headers: _RelayHeaders | None = None) -> None:
@@ -339,9 +401,14 @@ class SSHBackend(Backend):
         self._drop_connection()
         self._connect()
         try:
-            alive = self.side_command(LAUNCH_SCRIPT, ["alive", self.preset_state_dir,
-                                                      str(self._remote_pid)], timeout=CONNECT_TIMEOUT)
-            if _last_line(alive.stdout) != "alive":
+            alive = self.side_command(LAUNCH_SCRIPT, [
+                "alive", self.preset_state_dir, str(self._remote_pid),
+                *([self._owner] if self._owner else [])], timeout=CONNECT_TIMEOUT)
+            answer = _last_line(alive.stdout)
+            if answer.startswith("taken "):
+                raise SessionTaken(named_sessions.taken_message(
+                    self._session_name, self._target.describe(), answer.partition(" ")[2]))
+            if answer != "alive":
                 raise SessionGone(f"the session (pid {self._remote_pid}) and its files "
                                   f"({self.preset_state_dir}) are gone from {self._target.describe()}")
             self._open_relay()
@@ -390,11 +457,12 @@ class SSHBackend(Backend):
         which also tells the host that this kernel is reading (see spool.sh)."""
         with self._output_lock:
             self._ack_pending = False
-            self._next_ack = time.monotonic() + SPOOL_ACK_INTERVAL
+            self._next_ack = time.monotonic() + self._ack_interval
         state, offsets = self.preset_state_dir, dict(self._offsets)
         try:
             self.side_command(SPOOL_SCRIPT, ["drop", f"{state}/out", str(offsets["stdout"]),
-                                             f"{state}/err", str(offsets["stderr"])])
+                                             f"{state}/err", str(offsets["stderr"]),
+                                             *([self._owner] if self._owner else [])])
         except BackendError as err:
             log.info("could not drop the received spool files: %s", err)
 
@@ -446,6 +514,9 @@ class SSHBackend(Backend):
         signame = getattr(channel, "exit_signal", None)
         if self._closed.is_set():
             return ShellExit("closed by the kernel")
+        if self.can_reattach and self._owner and status == RELAY_TAKEN:
+            return ShellExit(f"the session {self._session_name} was taken over by another "
+                             "kernel", connection_lost=True)
         if self.can_reattach and status == RELAY_SHELL_ENDED:
             status = self._durable_exit_status()
             return ShellExit(f"exited with status {status}" if status is not None else "ended",
@@ -537,8 +608,22 @@ class SSHBackend(Backend):
     def close(self) -> None:
         if not self._closed.is_set():
             self._closed.set()
-            self._stop_launched_session()
+            if self.outlives_kernel:
+                self._record_delivered()
+            else:
+                self._stop_launched_session()
         self._drop_connection()
+
+    def _record_delivered(self) -> None:
+        """A named session's next kernel resumes from what this one received."""
+        if not self._holding:
+            return
+        try:
+            if not self.transport.is_active():
+                return
+        except BackendError:
+            return
+        self._drop_received()
 
     def _stop_launched_session(self) -> None:
         """A durable session goes with the backend that launched it: after a

@@ -1,18 +1,40 @@
 # shell_kernel: start and look after durable sessions on this host. POSIX sh.
 #
 #   launch.sh start IDLE_TIMEOUT GENERATION KEEP STALL REAP_SCRIPT SPOOL_SCRIPT BASH_ARG...
-#   launch.sh alive DIR PID    prints "alive" while the session is there
+#   launch.sh open NAME OWNER TAKE_OVER IDLE_TIMEOUT GENERATION ... BASH_ARG...
+#                              the named session NAME: attach to it, or start it
+#   launch.sh alive DIR PID [OWNER]  prints "alive" while the session is there
+#                              (and, named, still OWNER's: else "taken SINCE")
 #   launch.sh status DIR       prints the shell's exit status, once it has ended
 #   launch.sh stop DIR         stops what the session started, removes DIR
+#   launch.sh list             one line per named session of this user
+#   launch.sh kill NAME        stops the named session NAME
 #
 # start: the shell runs detached from the SSH session that started it (in a
 # session of its own), reading commands from a FIFO; its stdout and stderr
 # go through FIFOs to copiers that spool them into a private directory (see
 # spool.sh, which GENERATION, KEEP and STALL are for), so that it and its running
 # cell outlive a dropped connection. A watchdog stops it all once no kernel
-# has been attached (relay.sh running) for IDLE_TIMEOUT seconds. The last
-# line printed is "PID DIR", PID being the wrapper's, alive as long as the
-# shell; DIR may hold any byte but NUL and newline.
+# has been attached (relay.sh running, or a named session's holder alive) for
+# IDLE_TIMEOUT seconds. The last line printed is "PID DIR", PID being the
+# wrapper's, alive as long as the shell; DIR may hold any byte but NUL and newline.
+#
+# open: a named session lives in SESSIONS/NAME, SESSIONS being
+# ${TMPDIR:-/tmp}/shell_kernel-UID (0700): per host (a home directory may be
+# shared by many hosts), and not under XDG_RUNTIME_DIR, which logind removes
+# when the user's last login ends -- just when a named session must stay.
+# Both directories must be the user's own and writable by nobody else. OWNER
+# is the kernel's random token; the process that runs this script (the
+# kernel's side shell, alive as long as its connection) is the holder: while
+# it or the relay lives, another kernel is refused ("held SINCE"), unless
+# TAKE_OVER is "yes" (then the old relay ends, and the old kernel finds the
+# session taken when it reattaches). The last line printed is one of
+#   new PREVIOUS PID DIR       started (PREVIOUS: "-", or how an ended one had ended)
+#   attached PID SHELL TOKEN BASH_VERSION OUT_DELIVERED ERR_DELIVERED OUT_END ERR_END
+#            STARTED_SEQ STARTED_AT DONE_SEQ DONE_STATUS DIR
+#   held SINCE | refused WHY...
+# (the values a kernel needs to take the shell over: session.bash wrote the
+# shell's, the last kernel's acknowledgements the delivered offsets).
 
 mode=$1
 shift
@@ -35,11 +57,17 @@ stop() {
 }
 
 start() {
-  timeout=$1 generation=$2 keep=$3 stall=$4 reap=$5 spool=$6
-  shift 6
   user_umask=$(umask)
   umask 077
   dir=$(mktemp -d "${TMPDIR:-/tmp}/shell_kernel.XXXXXXXXXX") || exit 1
+  launch "$@"
+}
+
+# launch IDLE_TIMEOUT GENERATION KEEP STALL REAP SPOOL BASH_ARG...: the
+# session in $dir (made, empty, with umask 077; $user_umask the user's).
+launch() {
+  timeout=$1 generation=$2 keep=$3 stall=$4 reap=$5 spool=$6
+  shift 6
   { mkfifo "$dir/in" "$dir/out.fifo" "$dir/err.fifo" && : > "$dir/out.0" && : > "$dir/err.0" &&
     printf '%s' "$reap" > "$dir/reap.sh" && printf '%s' "$spool" > "$dir/spool.sh"; } ||
     { rm -rf "$dir"; exit 1; }
@@ -80,7 +108,7 @@ start() {
     while sleep 5; do
       [ -d "$dir" ] || exit 0
       kill -0 "$pid" 2>/dev/null || { rm -rf "$dir"; exit 0; }
-      if [ -r "$dir/relay.pid" ] && kill -0 "$(cat "$dir/relay.pid")" 2>/dev/null; then
+      if running "$dir/relay.pid" || running "$dir/holder"; then
         idle=0
       else
         idle=$((idle + 5))
@@ -93,12 +121,172 @@ start() {
     done
   ) </dev/null >/dev/null 2>&1 &
   echo $! > "$dir/watchdog.pid"
-  echo "$pid $dir"
+  echo "${launched-}$pid $dir"
+}
+
+# running PIDFILE: the process it names is alive.
+running() {
+  read -r p 2>/dev/null < "$1" && [ -n "$p" ] && kill -0 "$p" 2>/dev/null
+}
+
+# private DIR: a directory (not a symlink) of this user, writable by nobody else.
+private() {
+  [ -d "$1" ] && [ ! -L "$1" ] || return 1
+  set -- $(ls -ldn -- "$1" 2>/dev/null)
+  [ "${3-}" = "$(id -u)" ] || return 1
+  case $1 in ?????w* | ????????w*) return 1 ;; esac
+}
+
+# Sets $sessions, this user's directory of named sessions, making it if need be.
+sessions_dir() {
+  sessions=${TMPDIR:-/tmp}/shell_kernel-$(id -u)
+  mkdir -m 700 "$sessions" 2>/dev/null
+  private "$sessions" && return 0
+  echo "refused $sessions is not a private directory of this user (owned by another user," \
+    "a symlink, or writable by others), so no named session can be trusted there; nothing" \
+    "was run. Remove it, or set TMPDIR on the host to a directory of your own."
+  exit 3
+}
+
+valid_name() {
+  case $1 in
+    '' | . | .. | -* | *[!A-Za-z0-9._-]*)
+      echo "refused '$1' cannot name a session (letters, digits, '.', '_' and '-' only)"
+      exit 3 ;;
+  esac
+}
+
+# value FILE [DEFAULT]: the first word of FILE's first line; second: the second.
+value() {
+  v=
+  read -r v _ 2>/dev/null < "$1"
+  echo "${v:-${2--}}"
+}
+second() {
+  v=
+  read -r _ v _ 2>/dev/null < "$1"
+  echo "${v:--}"
+}
+
+open_named() {
+  name=$1 owner=$2 take_over=$3
+  shift 3
+  valid_name "$name"
+  sessions_dir
+  dir=$sessions/$name
+  user_umask=$(umask)
+  umask 077
+  previous=-
+  tries=0
+  while :; do
+    if [ -e "$dir" ] || [ -L "$dir" ]; then
+      private "$dir" || {
+        echo "refused $dir is not a private directory of this user, so it was not" \
+          "trusted; nothing was run. Remove it, or use another session name."
+        exit 3
+      }
+      # One being started has its pid within a moment.
+      n=0
+      while [ ! -s "$dir/wrapper.pid" ] && [ -p "$dir/in" ] && [ $n -lt 50 ]; do
+        sleep 0.1 2>/dev/null || sleep 1
+        n=$((n + 1))
+      done
+      if [ -p "$dir/in" ] && running "$dir/wrapper.pid"; then
+        attach
+        return
+      fi
+      previous=$(value "$dir/exit_status" "?")
+      stop "$dir"  # it ended (its shell exited, or the host rebooted)
+    fi
+    if mkdir "$dir" 2>/dev/null; then
+      echo "$owner" > "$dir/owner"
+      echo "$PPID" > "$dir/holder"
+      date +%s > "$dir/created" 2>/dev/null
+      date +%s > "$dir/attached" 2>/dev/null
+      launched="new $previous "
+      launch "$@"
+      return
+    fi
+    tries=$((tries + 1))
+    [ $tries -lt 3 ] || { echo "refused could not make $dir"; exit 3; }
+  done
+}
+
+# held: another kernel is attached to $dir (its relay or its connection is
+# alive). One that was just killed lets go within a moment: wait for that.
+held() {
+  n=0
+  while running "$dir/relay.pid" || running "$dir/holder"; do
+    [ $n -lt 20 ] || return 0
+    sleep 0.1 2>/dev/null || sleep 1
+    n=$((n + 1))
+  done
+  return 1
+}
+
+attach() {
+  previous_owner=$(value "$dir/owner")
+  if [ "$previous_owner" != "$owner" ] && [ "$take_over" != yes ] && held; then
+    echo "held $(value "$dir/attached")"
+    exit 3
+  fi
+  echo "$owner" > "$dir/owner.new" && mv -f "$dir/owner.new" "$dir/owner"
+  # Taken over: the old kernel's relay ends, and its next one finds the session taken.
+  [ "$previous_owner" != "$owner" ] && running "$dir/relay.pid" && kill -USR2 "$p" 2>/dev/null
+  echo "$PPID" > "$dir/holder"
+  date +%s > "$dir/attached" 2>/dev/null
+  { read -r token && read -r shell && read -r version; } 2>/dev/null < "$dir/shell"
+  { read -r done_seq && read -r done_status; } 2>/dev/null < "$dir/status"
+  read -r out_delivered err_delivered 2>/dev/null < "$dir/delivered"
+  read -r started_seq started_at 2>/dev/null < "$dir/started"
+  echo "attached $(value "$dir/wrapper.pid") ${shell:--} ${token:--} ${version:--}" \
+    "${out_delivered:-0} ${err_delivered:-0}" \
+    "$(sh "$dir/spool.sh" end "$dir/out") $(sh "$dir/spool.sh" end "$dir/err")" \
+    "${started_seq:-0} ${started_at:--} ${done_seq:-0} ${done_status:--} $dir"
+}
+
+# One line per named session: NAME STATE CREATED ATTACHED STARTED_SEQ
+# STARTED_AT DONE_SEQ SPOOL_BYTES, STATE being held, detached or ended.
+list() {
+  sessions_dir
+  for dir in "$sessions"/*; do
+    [ -d "$dir" ] && private "$dir" || continue
+    if [ -p "$dir/in" ] && running "$dir/wrapper.pid"; then
+      state=detached
+      { running "$dir/relay.pid" || running "$dir/holder"; } && state=held
+    else
+      state=ended
+    fi
+    spooled=$(ls -ln "$dir" 2>/dev/null |
+      awk '$NF ~ /^(out|err)\.[0-9]+$/ { n += $5 } END { print n + 0 }')
+    echo "${dir##*/} $state $(value "$dir/created") $(value "$dir/attached")" \
+      "$(value "$dir/started" 0) $(second "$dir/started")" \
+      "$(value "$dir/status" 0) $spooled"
+  done
 }
 
 case $mode in
   start) start "$@" ;;
-  alive) [ -p "$1/in" ] && kill -0 "$2" 2>/dev/null && echo alive ;;
+  open) open_named "$@" ;;
+  alive)
+    [ -p "$1/in" ] && kill -0 "$2" 2>/dev/null || exit 0
+    dir=$1
+    if [ -n "${3-}" ]; then
+      [ "$(value "$dir/owner")" = "$3" ] || { echo "taken $(value "$dir/attached")"; exit 0; }
+      echo "$PPID" > "$dir/holder"
+      date +%s > "$dir/attached" 2>/dev/null
+    fi
+    echo alive ;;
+  list) list ;;
+  kill)
+    valid_name "$1"
+    sessions_dir
+    if [ -d "$sessions/$1" ] && private "$sessions/$1"; then
+      stop "$sessions/$1"
+      echo killed
+    else
+      echo none
+    fi ;;
   status) cat "$1/exit_status" 2>/dev/null ;;
   stop) stop "$1" ;;
   *)

@@ -1,6 +1,6 @@
 # shell_kernel: attach a connection to a durable session. POSIX sh.
 #
-#   relay.sh DIR PID MARKER OUT_OFFSET ERR_OFFSET ENDED RESTART
+#   relay.sh DIR PID MARKER OUT_OFFSET ERR_OFFSET ENDED RESTART [OWNER TAKEN]
 #
 # Standard input goes to the shell's FIFO. Its spooled stdout and stderr come
 # back from the given stream offsets (spool.sh follow), each after a header
@@ -9,10 +9,16 @@
 # Ends when the connection closes (status 0), with status ENDED once the
 # session's process PID has ended (after the last output), or with status
 # RESTART when output it was to send has been dropped meanwhile (see
-# spool.sh): a new relay then starts after the gap.
+# spool.sh): a new relay then starts after the gap. A named session's relay
+# ends at once with status TAKEN when DIR/owner is no longer OWNER: another
+# kernel took the session over.
 
 dir=$1 pid=$2 marker=$3 ended=$6 restart=$7
 [ -p "$dir/in" ] || { echo "shell_kernel: no session in $dir" >&2; exit 3; }
+if [ -n "${8-}" ]; then
+  read -r owner 2>/dev/null < "$dir/owner"
+  [ "$owner" = "$8" ] || exit "$9"
+fi
 relay=$$
 out= err= watch= input=
 stop() {

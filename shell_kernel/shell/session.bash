@@ -9,7 +9,7 @@
 # Channels: the kernel's stdout/stderr streams are saved on fds 61/62, and
 # the shell's own fds 1/2 go to /dev/null, so prompts, job notices and rc
 # noise never reach a cell. Each cell runs as
-#     __shell_kernel_resume ''; builtin eval -- $'<cell>' </dev/null >&61 2>&62
+#     __shell_kernel_resume SEQ ''; builtin eval -- $'<cell>' </dev/null >&61 2>&62
 #     __shell_kernel_rc=$? ...; __shell_kernel_post <seq>
 # and the post hook writes the status file and an end frame on both streams.
 # Frames start with \036\037 + a per-session token, bytes that `set`,
@@ -34,7 +34,38 @@ fi
 PS1= PS2= PS0= PS4='+ '
 builtin unset -v PROMPT_COMMAND MAILCHECK HISTFILE
 builtin set +o history +o monitor
+# The history holds the notebook's cells, one entry per cell, added by the
+# post hook when the cell ends (with history off, the kernel's own lines are
+# never recorded). What bash loaded from ~/.bash_history is dropped: a
+# notebook's output is often shared, and the file is not written back.
+builtin history -c
 builtin shopt -s huponexit 2>/dev/null
+
+# A local shell keeps the virtualenv and conda environment that were active
+# where Jupyter started (the kernel passes them as __shell_kernel_launch_*),
+# first on PATH and named by VIRTUAL_ENV / CONDA_PREFIX, after whatever the
+# startup files did to PATH. The virtualenv goes first, as when one made
+# from a conda Python is activated.
+__shell_kernel_first_on_path() {
+  [[ -d $1/bin ]] || builtin return 0
+  PATH=:${PATH-}:
+  PATH=${PATH//:"$1/bin":/:}
+  PATH=$1/bin${PATH%:}
+}
+if [[ -n ${__shell_kernel_launch_CONDA_PREFIX-} ]]; then
+  __shell_kernel_first_on_path "$__shell_kernel_launch_CONDA_PREFIX"
+  builtin export CONDA_PREFIX=$__shell_kernel_launch_CONDA_PREFIX
+  if [[ -n ${__shell_kernel_launch_CONDA_DEFAULT_ENV-} ]]; then
+    builtin export CONDA_DEFAULT_ENV=$__shell_kernel_launch_CONDA_DEFAULT_ENV
+  fi
+fi
+if [[ -n ${__shell_kernel_launch_VIRTUAL_ENV-} ]]; then
+  __shell_kernel_first_on_path "$__shell_kernel_launch_VIRTUAL_ENV"
+  builtin export VIRTUAL_ENV=$__shell_kernel_launch_VIRTUAL_ENV
+fi
+builtin unset -v __shell_kernel_launch_VIRTUAL_ENV __shell_kernel_launch_CONDA_PREFIX \
+  __shell_kernel_launch_CONDA_DEFAULT_ENV
+builtin unset -f __shell_kernel_first_on_path
 
 # Programs must never wait for a terminal: no pagers, unbuffered Python.
 builtin export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER= \
@@ -73,6 +104,7 @@ fi
 # cut short; a repeat only repeats the frame.
 __shell_kernel_post() {
   builtin local seq="$1" status="$__shell_kernel_rc"
+  if [[ -n ${__shell_kernel_tty-} ]]; then __shell_kernel_check_ttys; fi  # see tty.bash
   if [[ -n ${__shell_kernel_exit-} ]]; then
     status=$__shell_kernel_exit
     __shell_kernel_rc=$status  # what the next cell sees as $?
@@ -80,6 +112,11 @@ __shell_kernel_post() {
   fi
   if (( seq > ${__shell_kernel_done:-0} )); then
     __shell_kernel_done=$seq
+    __shell_kernel_why_line= __shell_kernel_why_command=
+    if (( status )); then __shell_kernel_failure "$status"; fi
+    __shell_kernel_failed=()
+    # $2, when given: the cell's history entry.
+    if (( $# > 1 )); then builtin history -s -- "$2"; fi
     if [[ -n ${__shell_kernel_dir-} ]]; then
       { builtin printf '%s\n%s\n%s' "$seq" "$status" "${PWD-}" >| "$__shell_kernel_dir/status"
         __shell_kernel_children >| "$__shell_kernel_dir/jobs"
@@ -89,12 +126,44 @@ __shell_kernel_post() {
     fi
   fi
   if (( seq == __shell_kernel_done )); then  # else: a late repeat for a cell long over
-    builtin printf '\036\037%s\037end\037%s\037%s\037%s\037\036' \
-      "$__shell_kernel_token" "$seq" "$status" "${PWD-}" >&61 2>/dev/null || builtin true
+    builtin printf '\036\037%s\037end\037%s\037%s\037%s\037%s\037%s\037\036' \
+      "$__shell_kernel_token" "$seq" "$status" "${PWD-}" \
+      "$__shell_kernel_why_line" "$__shell_kernel_why_command" >&61 2>/dev/null || builtin true
     builtin printf '\036\037%s\037end\037%s\037\036' \
       "$__shell_kernel_token" "$seq" >&62 2>/dev/null || builtin true
   fi
   if [[ $__shell_kernel_flags == *T* ]]; then builtin set -T; fi
+}
+
+# Which command set a failing cell's status, and where. The ERR trap notes
+# each failure at the cell's own level (bash runs it neither inside
+# functions nor in subshells, unless the user sets -E), so succeeding
+# commands cost nothing; the kernel's own commands are not noted. A user's
+# ERR trap replaces this one (their failing cells then give the status only).
+__shell_kernel_failed=() __shell_kernel_why_line= __shell_kernel_why_command=
+# A failure with stdout elsewhere than the cell's (fd 61) is the kernel's
+# own: its start-of-cell line, or the eval that runs the cell, which fails
+# after it (and whose BASH_COMMAND is then not always the eval).
+# (One line: $LINENO in a trap counts the trap's own lines too.)
+__shell_kernel_on_err='{ __shell_kernel_note=("$?" "$LINENO" "${PIPESTATUS[*]}" "$BASH_COMMAND");'
+__shell_kernel_on_err+=' if [[ /dev/fd/1 -ef /dev/fd/61 ]]; then'
+__shell_kernel_on_err+=' __shell_kernel_failed=("${__shell_kernel_note[@]}"); fi; } 2>/dev/null'
+if [[ -z $(builtin trap -p ERR) ]]; then builtin trap -- "$__shell_kernel_on_err" ERR; fi
+builtin unset -v __shell_kernel_on_err
+
+# Sets __shell_kernel_why_line and __shell_kernel_why_command for a cell
+# that ended with status $1, if the last noted failure has that status: it
+# is then the command that set it, except after a status that the trap does
+# not see (`! cmd`, `false && x`) which happens to equal an earlier one.
+# A pipeline whose last command did not set the status (pipefail) gives
+# the line only (the kernel names the line's text).
+__shell_kernel_failure() {
+  builtin local command
+  [[ ${__shell_kernel_failed[0]-} == "$1" ]] || builtin return 0
+  command=${__shell_kernel_failed[3]:0:200}
+  if [[ ${__shell_kernel_failed[2]##* } != "$1" ]]; then command=; fi
+  __shell_kernel_why_line=$(( __shell_kernel_failed[1] - ${__shell_kernel_line:-0} + 1 ))
+  __shell_kernel_why_command=${command//[$'\036\037']/ }
 }
 
 # Start of a cell: give the cell the $? that the previous cell left, as
@@ -102,7 +171,18 @@ __shell_kernel_post() {
 # eval it would hold the previous cell's whole text). Under set -e a non-zero
 # status would end the shell here, so it is 0 then (a set -e shell whose
 # last command failed has normally exited already).
+# $1 is the cell's sequence number: in a named session (launch.sh gave its
+# directory an owner), "SEQ SECONDS" in `started` says which cell runs since
+# when, for a kernel that attaches to it later.
 __shell_kernel_resume() {
+  __shell_kernel_line=${BASH_LINENO[0]}  # the eval's line: cell lines count from it
+  if [[ -n ${1-} && -n ${__shell_kernel_named-} ]]; then
+    { builtin printf '%s %(%s)T\n' "$1" -1 >| "$__shell_kernel_dir/started"; } 2>/dev/null || builtin true
+  fi
+  if [[ -n ${__shell_kernel_notice-} ]]; then  # once, in the first cell
+    builtin printf '%s\n' "$__shell_kernel_notice" >&62
+    builtin unset -v __shell_kernel_notice
+  fi
   if [[ ${__shell_kernel_flags-} == *e* ]]; then builtin return 0; fi
   builtin return "${__shell_kernel_rc:-0}"
 }
@@ -168,7 +248,9 @@ __shell_kernel_send_file() {
 
 # display [--mime TYPE] [--id NAME] [FILE]: show FILE (or standard input)
 # in the notebook as an image, HTML, Markdown, JSON or text. With --id, a
-# later display with the same NAME replaces this one in place.
+# later display with the same NAME replaces this one in place. Without a
+# type (from --mime or the file name), the kernel tells it from the first
+# bytes. bash_kernel's form, `... | display [ID]`, works too.
 display() {
   builtin local mime= id= file= size limit="${SHELL_KERNEL_DISPLAY_LIMIT:-16000000}" tmp=
   while (( $# )); do
@@ -180,22 +262,30 @@ display() {
       -h|--help)
         builtin printf '%s\n' "usage: display [--mime TYPE] [--id NAME] [FILE]" \
           "Shows FILE, or standard input, in the notebook. TYPE defaults from the file name:" \
-          "png jpg/jpeg gif svg html/htm md json txt; standard input needs --mime." \
-          "--id NAME: a later display with the same NAME updates this one in place."
+          "png jpg/jpeg gif svg html/htm md json txt, else from the first bytes" \
+          "(PNG, JPEG, GIF, SVG, HTML; other UTF-8 is text)." \
+          "--id NAME: a later display with the same NAME updates this one in place." \
+          "As in bash_kernel, \`... | display ID\` (ID names no file) is --id ID."
         builtin return 0 ;;
       --) builtin shift; file=${1-}; break ;;
       -*) builtin printf 'display: unknown option %s (see display --help)\n' "$1" >&2; builtin return 2 ;;
       *) file=$1; builtin shift ;;
     esac
   done
+  # bash_kernel's `display ID`: a word with no dot or slash that names no file.
+  if [[ -n $file && -z $id && ! -e $file && $file != */* && $file != *.* ]]; then
+    id=$file file=
+  fi
   if [[ -z $mime ]]; then
-    case ${file,,} in
+    case ${file,,} in  # else empty: the kernel tells the type from the bytes
       *.png) mime=image/png ;; *.jpg|*.jpeg) mime=image/jpeg ;; *.gif) mime=image/gif ;;
       *.svg) mime=image/svg+xml ;; *.html|*.htm) mime=text/html ;; *.md) mime=text/markdown ;;
       *.json) mime=application/json ;; *.txt) mime=text/plain ;;
-      '') builtin printf 'display: reading standard input needs --mime TYPE\n' >&2; builtin return 2 ;;
-      *) builtin printf 'display: cannot tell the type of %s; give --mime TYPE\n' "$file" >&2; builtin return 2 ;;
     esac
+  fi
+  if [[ -z $file && -t 0 ]]; then
+    builtin printf 'display: give a FILE, or pipe the data in (... | display)\n' >&2
+    builtin return 2
   fi
   if [[ -z $file ]]; then
     tmp=$__shell_kernel_dir/display.$BASHPID
@@ -216,6 +306,21 @@ display() {
   [[ -z $tmp ]] || builtin command rm -f -- "$tmp"
 }
 
+# bash_kernel's names: `... | displayHTML [ID]`, `... | displayJS [ID]`, and
+# the capabilities that programs written for it look for.
+displayHTML() { display --mime text/html ${1:+--id "$1"}; }
+displayJS() { display --mime application/javascript ${1:+--id "$1"}; }
+builtin export NOTEBOOK_BASH_KERNEL_CAPABILITIES=image,html,javascript
+
+# `clear` and `tput clear` clear the cell's output, as they clear a
+# terminal: they print the sequence that the kernel turns into a
+# clear_output message (TERM=dumb has no clear capability, so the programs
+# themselves would print nothing and fail).
+clear() { builtin printf '\033[H\033[2J'; }
+tput() {
+  if [[ $# == 1 && $1 == clear ]]; then clear; else builtin command tput "$@"; fi
+}
+
 # `exit N` in a cell ends that cell with status N and keeps the shell, as a
 # notebook user expects. It unwinds the running cell the way Ctrl-C does (an
 # interactive bash abandons the command line on SIGINT and keeps its state).
@@ -232,9 +337,64 @@ exit() {
     fi
   fi
   __shell_kernel_exit=$status
+  # The line of the cell's own command (a function calling exit is named).
+  __shell_kernel_failed=("$status" "${BASH_LINENO[${#BASH_LINENO[@]}-1]}" "$status" "exit${1+ $1}")
   builtin kill -INT "$__shell_kernel_pid"
   builtin exit "$status"
 }
+
+# Point descriptor 60, which cells read, at the prompt terminal (path $1,
+# see prompts.bash), or at /dev/null when there is none or it cannot be
+# opened. Opened here once, not by each cell's redirection, which would fail,
+# and end the shell under set -e, once the terminal went away with a
+# connection. Only a plain `exec` keeps its redirections, so a user's
+# function named exec is set aside meanwhile.
+__shell_kernel_stdin() {
+  builtin local saved=
+  if builtin declare -F exec >/dev/null; then
+    saved=$(builtin declare -f exec)
+    builtin unset -f exec
+  fi
+  { exec 60<"${1:-/dev/null}"; } 2>/dev/null || exec 60</dev/null
+  if [[ -n $saved ]]; then builtin eval "$saved"; fi
+  __shell_kernel_modes=
+  if [[ -n ${1-} ]]; then
+    __shell_kernel_modes=$(builtin command stty -g <&60 2>/dev/null)
+  fi
+}
+
+# A program killed while it had the terminal in key mode (ssh, vim after
+# SIGKILL) cannot restore its modes: the kernel has the shell do it before
+# the next cell, as a shell does for its terminal, after a cell that read it.
+__shell_kernel_reset_stdin() {
+  if [[ -n ${__shell_kernel_modes-} ]]; then
+    builtin command stty "$__shell_kernel_modes" <&60 2>/dev/null
+  fi
+}
+
+# Programs that want a terminal for a password or a yes/no ask the notebook
+# instead, through the askpass helper that shell/prompts.bash writes (cells
+# have no controlling terminal). sudo needs -A for it: the function adds it
+# unless the user chose how sudo reads (-A, -S, -n); scripts, which do not
+# see this function, run sudo unchanged.
+if [[ -n $__shell_kernel_dir ]]; then
+  builtin export SSH_ASKPASS="$__shell_kernel_dir/sk-askpass" SSH_ASKPASS_REQUIRE=force \
+    SUDO_ASKPASS="$__shell_kernel_dir/sk-askpass" GIT_ASKPASS="$__shell_kernel_dir/sk-askpass"
+  sudo() {
+    builtin local __shell_kernel_arg
+    for __shell_kernel_arg in "$@"; do
+      case $__shell_kernel_arg in
+        --) break ;;
+        --askpass|--stdin|--non-interactive) builtin command sudo "$@"; builtin return ;;
+        --*) ;;
+        -*[ASn]*) builtin command sudo "$@"; builtin return ;;
+        -*) ;;
+        *) break ;;
+      esac
+    done
+    builtin command sudo -A "$@"
+  }
+fi
 
 # Owned by this user, not a symlink, writable by nobody else.
 __shell_kernel_private() {
@@ -267,6 +427,17 @@ if [[ -n ${__shell_kernel_restore_dir-} ]]; then
   builtin unset -v __shell_kernel_restore_dir __shell_kernel_restore_cwd
 fi
 
+# What a kernel attaching to this shell later needs (a named session): the
+# token of its frames, its pid and bash version.
+__shell_kernel_named=
+if [[ -n $__shell_kernel_dir && -e $__shell_kernel_dir/owner ]]; then
+  __shell_kernel_named=yes
+  { builtin printf '%s\n%s\n%s\n' "$__shell_kernel_token" "$$" "$BASH_VERSION" \
+      >| "$__shell_kernel_dir/shell"; } 2>/dev/null || builtin true
+fi
+
+# --tty (see tty.bash): the cells' stdout and stderr become terminals.
+if [[ -n ${__shell_kernel_tty-} ]]; then __shell_kernel_open_ttys; fi
 builtin printf '\036\037%s\037ready\037%s\037%s\037%s\037%s\037\036' \
   "$__shell_kernel_token" "$$" "$BASH_VERSION" "$__shell_kernel_dir" "$__shell_kernel_restored" >&61
 builtin printf '\036\037%s\037ready\037\036' "$__shell_kernel_token" >&62

@@ -2,7 +2,8 @@
 #
 #   spool.sh copy   PREFIX GENERATION KEEP STALL  standard input into the spool
 #   spool.sh follow PREFIX OFFSET MARKER RELAY    print the spool from OFFSET, live
-#   spool.sh drop   PREFIX OFFSET [PREFIX OFFSET]  remove what ends before OFFSET
+#   spool.sh drop   PREFIX OFFSET [PREFIX OFFSET [OWNER]]  remove what ends before OFFSET
+#   spool.sh end    PREFIX                        the stream offset after its last byte
 #
 # The shell writes each stream into a FIFO; a copier (copy) appends what it
 # reads to generation files PREFIX.START (PREFIX is DIR/out or DIR/err),
@@ -165,8 +166,20 @@ fail() {
 case $mode in
   copy) copy "$@" ;;
   follow) follow "$@" ;;
+  end)
+    set -- "$1" $(generations "$1")
+    [ $# -gt 1 ] || { echo 0; exit 0; }
+    eval "last=\${$#}"
+    echo $((last + $(wc -c < "$1.$last")))
+    ;;
   drop)
     date +%s > "${1%/*}/acked" 2>/dev/null
+    # A named session's, from the kernel that owns it: what that kernel has
+    # received of out and err, where the next kernel that attaches resumes.
+    if [ $# -eq 5 ] && read -r owner 2>/dev/null < "${1%/*}/owner" && [ "$owner" = "$5" ]; then
+      echo "$2 $4" > "${1%/*}/delivered.new" && mv -f "${1%/*}/delivered.new" "${1%/*}/delivered"
+    fi
+    [ $# -eq 5 ] && set -- "$1" "$2" "$3" "$4"
     while [ $# -ge 2 ]; do
       drop "$1" "$2"
       shift 2
