@@ -194,12 +194,19 @@ def _q(value: object) -> str:
     return f'"{s}"' if any(c.isspace() for c in s) else s
 
 
+# This machine's ~/.bashrc runs `pyenv init`, whose rehash takes a lock file;
+# a test that SIGKILLs sessions mid-login leaves it behind, and every later
+# login would then wait 60 s for it. Every session of a test sshd gets this.
+TEST_HOST_ENVIRONMENT = {"PYENV_REHASH_TIMEOUT": "1"}
+
+
 def setenv_config(environment: dict[str, str]) -> str:
     """An sshd_config ``SetEnv`` line (for ``SSHServer(extra_config=...)``):
     every session gets these variables, overriding sshd's own HOME and PATH,
     which is how a test gives the "remote host" another shape (a HOME with
     noisy rc files, a PATH without some tool, a TMPDIR with spaces). sshd_config
     cannot quote a double quote, so values must not contain one."""
+    environment = {**TEST_HOST_ENVIRONMENT, **environment}
     for name, value in environment.items():
         if '"' in value or "\n" in value:
             raise ValueError(f"SetEnv cannot carry {name}={value!r}")
@@ -346,11 +353,9 @@ class SSHServer:
             "AcceptEnv none",
             "PrintMotd no",
             "UseDNS no",
-            # This machine's ~/.bashrc runs `pyenv init`, whose rehash takes a
-            # lock file; a test that SIGKILLs sessions mid-login leaves it
-            # behind, and every later login would then wait 60 s for it. A
-            # test that sets its own SetEnv (first one wins) replaces this.
-            setenv_config({"PYENV_REHASH_TIMEOUT": "1"}),
+            # A test's own SetEnv (extra_config) comes first and wins; it
+            # carries TEST_HOST_ENVIRONMENT too.
+            setenv_config({}),
         ]
         # sshd_config: the first value obtained wins, so extra global options
         # go first (they override the defaults above); everything from the

@@ -279,6 +279,22 @@ def test_nothing_left_on_the_hosts(main_run, fleet):
     assert fleet.leftovers() == []
 
 
+def start_run(notebook: Path, hosts: str, fleet, out_dir: Path) -> subprocess.Popen:
+    """`python -m shell_kernel run NOTEBOOK --hosts HOSTS` as a subprocess."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "shell_kernel", "run", notebook, "--hosts", hosts,
+         "--ssh-config", fleet.config, "--output-dir", out_dir],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_while_running(proc: subprocess.Popen, condition, timeout: float = 60) -> None:
+    """Wait while condition() holds; the run must not end meanwhile."""
+    deadline = time.monotonic() + timeout
+    while condition():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+
+
 # ------------------------------------------------------- a host that drops
 def test_host_rebooted_mid_run(fleet, tmp_path, capsys):
     marker = tmp_path / "flaky-is-running"
@@ -287,15 +303,9 @@ def test_host_rebooted_mid_run(fleet, tmp_path, capsys):
         f'if [ "$SHELL_KERNEL_HOST" = flaky ]; then touch {marker}; sleep 60; fi; echo first',
         "echo second")
     out_dir = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shell_kernel", "run", notebook, "--hosts", "web1,flaky",
-         "--ssh-config", fleet.config, "--output-dir", out_dir],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_run(notebook, "web1,flaky", fleet, out_dir)
     try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
+        wait_while_running(proc, lambda: not marker.exists())
         fleet.flaky.stop()  # the host goes down with every process on it ...
         fleet.flaky.start()  # ... and comes back without the session
         out, err = proc.communicate(timeout=60)
@@ -411,16 +421,10 @@ def test_ctrl_c_stops_every_host_and_leaves_nothing(fleet, tmp_path):
     notebook = write_notebook(tmp_path / "slow.ipynb", "echo started; sleep 300 & sleep 200",
                               "echo never")
     out_dir = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shell_kernel", "run", notebook, "--hosts", "web1,web2,web4",
-         "--ssh-config", fleet.config, "--output-dir", out_dir],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_run(notebook, "web1,web2,web4", fleet, out_dir)
     try:
-        deadline = time.monotonic() + 60
-        while len([p for p in _descendants([fleet.server.pid])
-                   if _cmdline(p) == "sleep 200"]) < 3:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
+        wait_while_running(proc, lambda: len([p for p in _descendants([fleet.server.pid])
+                                               if _cmdline(p) == "sleep 200"]) < 3)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

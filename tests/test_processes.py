@@ -241,6 +241,13 @@ def test_shell_and_cells_start_with_default_signal_dispositions(start_kernel):
 
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text()
+    except OSError:
+        return ""
+
+
 def test_reap_tree_reads_any_command_name(tmp_path):
     """reap.sh finds a cell's processes by their parents; a process whose
     command name looks like the rest of a /proc stat line (a ") ", fields,
@@ -261,7 +268,11 @@ def test_reap_tree_reads_any_command_name(tmp_path):
         return {int(token.split(":")[0]) for token in out.split()}
 
     try:
-        assert wait_until(lambda: len(members()) == 2, timeout=10), members()
+        def renamed_with_child() -> bool:  # python renamed itself and started sleep
+            found = members()
+            return len(found) == 2 and any(_comm(pid) == fake_name + "\n" for pid in found)
+
+        assert wait_until(renamed_with_child, timeout=10), members()
         renamed = [pid for pid in members() if parent_of(pid) == root.pid]
         assert len(renamed) == 1
         assert Path(f"/proc/{renamed[0]}/comm").read_text() == fake_name + "\n"

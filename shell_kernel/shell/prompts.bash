@@ -22,6 +22,7 @@
 # Linux only (/proc); elsewhere it reports nothing and cells get end-of-file.
 
 token=$1 shell=$2 dir=$3
+umask 077  # its files in the state directory are private, like the shell's
 tty=$(tty 2>/dev/null) || exit 0
 exec </dev/null 2>/dev/null
 # The askpass helper (SSH_ASKPASS, SUDO_ASKPASS, GIT_ASKPASS: see
