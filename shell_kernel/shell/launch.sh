@@ -129,6 +129,18 @@ running() {
   read -r p 2>/dev/null < "$1" && [ -n "$p" ] && kill -0 "$p" 2>/dev/null
 }
 
+# Whether the named session's shell ($dir/shell, second line) is gone, or a
+# zombie its wrapper has not reaped yet: the wrapper alone outlives it briefly.
+shell_ended() {
+  { read -r _ && read -r s; } 2>/dev/null < "$dir/shell" || return 1
+  if read -r line 2>/dev/null < "/proc/$s/stat"; then
+    line=${line##*) }
+    [ "${line%% *}" = Z ]
+    return
+  fi
+  ! kill -0 "$s" 2>/dev/null
+}
+
 # private DIR: a directory (not a symlink) of this user, writable by nobody else.
 private() {
   [ -d "$1" ] && [ ! -L "$1" ] || return 1
@@ -191,10 +203,16 @@ open_named() {
         sleep 0.1 2>/dev/null || sleep 1
         n=$((n + 1))
       done
-      if [ -p "$dir/in" ] && running "$dir/wrapper.pid"; then
+      if [ -p "$dir/in" ] && running "$dir/wrapper.pid" && ! shell_ended; then
         attach
         return
       fi
+      # A shell killed a moment ago: its wrapper is about to record how it ended.
+      n=0
+      while running "$dir/wrapper.pid" && [ $n -lt 50 ]; do
+        sleep 0.1 2>/dev/null || sleep 1
+        n=$((n + 1))
+      done
       previous=$(value "$dir/exit_status" "?")
       stop "$dir"  # it ended (its shell exited, or the host rebooted)
     fi
