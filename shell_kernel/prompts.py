@@ -29,7 +29,7 @@ ASKPASS_NAME = "sk-askpass"
 EOF_ANSWERS = ("^D", "\x04")
 #: How long a prompt's text may take to arrive after its read was reported:
 #: the output and the report travel separately.
-SETTLE_SECONDS = 0.05
+SETTLE_SECONDS = 0.2
 #: How long a new shell waits for its terminal (a login on the host).
 START_SECONDS = 10.0
 #: How long a partial line is held back from the frontend, so that it can

@@ -937,7 +937,9 @@ class ShellSession:
         if cell is None or not cell.reads or cell.prompt is not None:
             return None
         reported = cell.reads[0][1]
-        return reported if self._coalescer.holds_partial else reported + prompts.SETTLE_SECONDS
+        if self._coalescer.holds_partial:
+            return reported + self._backend.output_lag
+        return reported + prompts.SETTLE_SECONDS
 
     def _prompt_if_due(self) -> None:
         """Turn the oldest reported read into a prompt, once its text had time

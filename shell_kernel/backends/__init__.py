@@ -82,6 +82,9 @@ class Backend(abc.ABC):
     #: A durable backend's shell outlives its connection: after a
     #: connection_lost exit, reattach() can resume the same shell.
     can_reattach = False
+    #: How long the shell's output may trail what open_terminal's script
+    #: reports at the same moment (they travel apart): nothing locally.
+    output_lag = 0.0
     #: Where the session's files go, when the backend makes the directory
     #: before bash starts (durable SSH, and local for its guard); else bash makes it.
     preset_state_dir: str | None = None
@@ -198,6 +201,10 @@ class Contained:
     @property
     def can_reattach(self) -> bool:
         return self.backend.can_reattach
+
+    @property
+    def output_lag(self) -> float:
+        return self.backend.output_lag
 
     @property
     def preset_state_dir(self) -> str | None:

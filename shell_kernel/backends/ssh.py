@@ -246,6 +246,10 @@ class SSHBackend(Backend):
     A durable session may be named (session): it then outlives the kernel,
     and start() attaches to it when it exists (see named_sessions)."""
 
+    # The shell's output crosses the connection (and, durable, the spool)
+    # apart from the prompt terminal's reports.
+    output_lag = 0.15
+
     def __init__(self, target: SSHTarget, clean: bool = False, accept_new_host_key: bool = False,
                  resolve_jump=None, bash: str = "bash", durable: bool = False,
                  idle_timeout: float = 3600.0, session: str | None = None,

@@ -214,6 +214,9 @@ open_named() {
         n=$((n + 1))
       done
       previous=$(value "$dir/exit_status" "?")
+      # Its watchdog would remove the directory once it sees the shell gone,
+      # even after the new session of this name has made it again.
+      running "$dir/watchdog.pid" && kill "$p" 2>/dev/null
       stop "$dir"  # it ended (its shell exited, or the host rebooted)
     fi
     if mkdir "$dir" 2>/dev/null; then
