@@ -51,22 +51,29 @@ def session_script(token: str, snapshot_exports: bool = False, state_dir: str | 
     return b"\n".join(settings) + b"\n" + shell.script("session.bash").encode()
 
 
+def bootstrap_lines(script: bytes) -> bytes:
+    """What a fresh interactive bash is sent to become a session: line editing
+    off first, then the session script as one line. Readline, on when bash is
+    interactive even without a terminal, reads its input one byte at a time,
+    with a select(2) per byte, and echoes all of it to stderr; without it bash
+    reads in blocks. (Cells read fd 60, never stdin, so reading ahead is safe.)"""
+    return b"builtin set +o emacs +o vi\nbuiltin eval -- " + ansi_c_quote(script) + b"\n"
+
+
 def ansi_c_quote(data: bytes) -> bytes:
     """Quote bytes as one bash $'...' word that contains no raw newline."""
-    out = bytearray(b"$'")
-    for byte in data:
-        if byte == 0x27:
-            out += b"\\'"
-        elif byte == 0x5C:
-            out += b"\\\\"
-        elif byte == 0x0A:
-            out += b"\\n"
-        elif byte == 0x09 or 0x20 <= byte < 0x7F or byte >= 0x80:
-            out.append(byte)
-        else:
-            out += b"\\x%02x" % byte
-    out += b"'"
-    return bytes(out)
+    return b"$'" + _NEEDS_ESCAPE.sub(_escaped, data) + b"'"
+
+
+# Inside $'...': the quote and backslash, and control bytes (tab stays as
+# it is; UTF-8 and other high bytes pass through).
+_NEEDS_ESCAPE = re.compile(rb"[\x00-\x08\x0a-\x1f'\\\x7f]")
+_ESCAPES = {bytes([byte]): b"\\x%02x" % byte for byte in [*range(0x09), *range(0x0A, 0x20), 0x7F]}
+_ESCAPES.update({b"'": b"\\'", b"\\": b"\\\\", b"\n": b"\\n"})
+
+
+def _escaped(match: re.Match) -> bytes:
+    return _ESCAPES[match.group()]
 
 
 @dataclass

@@ -275,7 +275,7 @@ class ShellSession:
             script = protocol.session_script(token, self.options.snapshot_exports,
                                              backend.preset_state_dir, restore,
                                              tty=self.options.tty)
-            backend.send(b"builtin eval -- " + protocol.ansi_c_quote(script) + b"\n")
+            backend.send(protocol.bootstrap_lines(script))
         except BackendError as err:
             self._discard_backend(backend)
             raise SessionError(f"Could not start the shell: {err}") from None
