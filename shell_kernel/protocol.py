@@ -176,7 +176,11 @@ def barrier_line(nonce: str) -> bytes:
             + frame + b" >&62 2>/dev/null || builtin true\n")
 
 
-EXIT_LINE = b"builtin exit 0\n"
+def close_line(nonce: str) -> bytes:
+    """A line that has an idle shell end itself and everything it started
+    (see __shell_kernel_close); a shell that cannot answers with a barrier
+    frame carrying nonce instead."""
+    return b"__shell_kernel_close " + nonce.encode() + b"\n"
 
 
 @dataclass(frozen=True)

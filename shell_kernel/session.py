@@ -35,6 +35,8 @@ MAX_QUEUED_BYTES = 8 << 20
 # An interrupt of a named session's cell waits this long for a shutdown
 # request that would make it jupyter_client's own (see _closed_soon).
 SHUTDOWN_AFTER_INTERRUPT = 0.5
+# How long a shell asked to end itself (close) may take before the reaper does it.
+SELF_CLOSE_TIMEOUT = 3.0
 
 
 @dataclass
@@ -231,6 +233,8 @@ class ShellSession:
         self._state_dir = ""  # the ready shell's, where payload files are
         self._reply: tuple[int, bytes] | None = None  # (query seq, answer)
         self._reply_ready = threading.Event()
+        # close(): (nonce, set when the shell ended or declined to end itself)
+        self._self_close: tuple[str, threading.Event] | None = None
         self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
         self._clears = {name: ScreenClears() for name in protocol.STREAMS}
         self._coalescer = Coalescer(self._sink, interval=self.options.flush_interval)
@@ -691,8 +695,8 @@ class ShellSession:
         self._closing = True
         backend, reaper = self._backend, self._reaper()
         if backend is not None:
-            if reaper is not None and not backend.outlives_kernel:
-                reaper.stop_everything()
+            if reaper is not None and not backend.outlives_kernel and not self._end_itself():
+                self._stop_everything(reaper)
             self._discard_backend(backend)
         with self._cond:
             cell = self._cell
@@ -702,6 +706,54 @@ class ShellSession:
                 cell.done.set()
             self._cond.notify_all()
         self._pump_thread.join(timeout=2)
+
+    def _stop_everything(self, reaper: Reaper) -> None:
+        """The reaper ends the shell and everything it started, and removes its
+        files. An ephemeral shell lost with its connection may live on at the
+        far end, and its files are there either way: a new connection, for
+        the reaper only, does it then."""
+        lost = self._lost
+        if lost is None or not lost.connection_lost or self._backend.can_reattach:
+            reaper.stop_everything()
+            return
+        try:
+            cleaner = Contained(self._backend_factory())
+        except Exception as err:  # noqa: BLE001 - e.g. the ssh config changed meanwhile
+            log.info("could not clean up after the shell lost with its connection: %s", err)
+            return
+        try:
+            cleaner.open_connection()
+            Reaper(cleaner, self._info.pid, self._info.state_dir).stop_everything()
+        except BackendError as err:
+            log.info("could not clean up after the shell lost with its connection: %s", err)
+        finally:
+            try:
+                cleaner.close()
+            except BackendError:
+                log.debug("closing the cleaning connection", exc_info=True)
+
+    def _end_itself(self) -> bool:
+        """Have an idle shell that its connection or process owns end itself
+        and everything it started (see __shell_kernel_close): cheaper than the
+        reaper, which needs a side channel and scans the host's process table.
+        False when it did not: a cell or query runs, the shell is durable
+        (its wrapper leads its group) or declined."""
+        if self._backend.can_reattach or not self._shell_up.is_set():
+            return False
+        if not self._run_lock.acquire(blocking=False):
+            return False  # a cell is running: the reaper interrupts it too
+        try:
+            nonce, answered = secrets.token_hex(8), threading.Event()
+            with self._cond:
+                self._self_close = (nonce, answered)
+            self._backend.send(protocol.close_line(nonce))
+            answered.wait(SELF_CLOSE_TIMEOUT)
+            return not self._shell_up.is_set()
+        except BackendError as err:
+            log.info("the shell could not be asked to end itself: %s", err)
+            return False
+        finally:
+            self._run_lock.release()
 
     # ------------------------------------------------ backend threads -> pump
     def _on_output(self, generation: int, stream: str, data: bytes) -> None:
@@ -847,6 +899,9 @@ class ShellSession:
             self._ready.set()
 
     def _on_barrier(self, frame: protocol.BarrierFrame) -> None:
+        if self._self_close is not None and frame.nonce == self._self_close[0]:
+            self._self_close[1].set()  # the shell declined to end itself
+            return
         cell = self._cell
         if cell is not None and cell.catch_up == frame.nonce and not cell.done.is_set():
             cell.barriers.add(frame.stream)
@@ -872,6 +927,8 @@ class ShellSession:
             return  # already lost: a second report of the same end
         self._shell_up.clear()
         self._lost = ended
+        if self._self_close is not None:
+            self._self_close[1].set()
         cell = self._cell
         if (ended.connection_lost and self._backend.can_reattach and not self._closing
                 and self._ready.is_set() and cell is not None and not cell.done.is_set()):

@@ -5,6 +5,8 @@ import stat
 import time
 from pathlib import Path
 
+import pytest
+
 from harness import descendants, pids_matching, wait_until
 
 
@@ -31,19 +33,30 @@ def test_state_directory_is_private_and_removed_at_shutdown(start_kernel):
     assert not state.exists()
 
 
-def test_every_process_is_gone_after_shutdown(start_kernel):
+@pytest.mark.parametrize("shell", ["idle", "job control on", "running a cell"])
+def test_every_process_is_gone_after_shutdown(start_kernel, shell):
+    """An idle shell ends itself and its jobs (one ignores SIGTERM); one with
+    job control on, whose orphaned jobs keep groups of their own, or one
+    running a cell, is ended by the reaper."""
     kernel = start_kernel()
-    kernel.ok("sleep 1000.701 & (sleep 1000.702 &) ; nohup sleep 1000.703 >/dev/null 2>&1 & disown")
-    kernel.start("sleep 1000.704")
-    time.sleep(0.5)
+    if shell == "job control on":
+        kernel.ok("set -m")
+    kernel.ok("sleep 1000.701 & (sleep 1000.702 &) ; nohup sleep 1000.703 >/dev/null 2>&1 & disown\n"
+              "sh -c 'trap \"\" TERM; sleep 1000.704' &")
+    markers = ["1000.701", "1000.702", "1000.703", "1000.704"]
+    if shell == "running a cell":
+        kernel.start("sleep 1000.705")
+        markers.append("1000.705")
+    assert wait_until(lambda: all(pids_matching(marker) for marker in markers), timeout=10)
+    [state] = list(Path(kernel.tmpdir).glob("shell_kernel.*"))
     shell_tree = descendants(kernel.pid)
-    assert shell_tree
     kernel.shutdown()
-    for marker in ("1000.701", "1000.702", "1000.703", "1000.704"):
+    for marker in markers:
         assert wait_until(lambda: not pids_matching(marker), timeout=10), marker
     assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and
                                       open(f"/proc/{p}/stat").read().split()[2] != "Z"
                                       for p in shell_tree), timeout=10)
+    assert not state.exists()
 
 
 def test_restart_leaves_nothing_of_the_old_shell(start_kernel):

@@ -131,6 +131,11 @@ class Backend(abc.ABC):
         the host cannot be reached."""
         raise BackendError(f"the {self.description} backend cannot reattach")
 
+    def open_connection(self) -> None:
+        """Reach the shell's host for side commands only, starting no shell (to
+        clean up after a shell that went with its connection, or to manage
+        named sessions). Nothing to do where the host is this machine."""
+
     def open_output(self) -> None:
         """Start the output of a shell that start() attached to, from where the
         last kernel stopped receiving it (see Attached)."""
@@ -246,6 +251,9 @@ class Contained:
 
     def reattach(self) -> None:
         self._call("reattach")
+
+    def open_connection(self) -> None:
+        self._call("open_connection")
 
     def open_output(self) -> None:
         self._call("open_output")

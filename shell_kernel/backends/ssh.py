@@ -321,7 +321,6 @@ class SSHBackend(Backend):
                            on_output, CONNECT_TIMEOUT)
 
     def open_connection(self) -> None:
-        """Connect, for side commands only (no shell): see named_sessions."""
         self._connect()
 
     def _connect(self) -> None:

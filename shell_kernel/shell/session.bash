@@ -18,15 +18,26 @@
 exec 61>&1 62>&2 1>/dev/null 2>/dev/null
 
 __shell_kernel_pid=$$
+# What this script creates is private: umask 077 until its end, where the
+# user's comes back (read from /proc where there is one: no fork).
+__shell_kernel_umask=
+if [[ -r /proc/$$/status ]]; then
+  while IFS=$': \t' builtin read -r __shell_kernel_key __shell_kernel_value; do
+    if [[ $__shell_kernel_key == Umask ]]; then __shell_kernel_umask=$__shell_kernel_value; break; fi
+  done < "/proc/$$/status"
+  builtin unset -v __shell_kernel_key __shell_kernel_value
+fi
+if [[ -z $__shell_kernel_umask ]]; then __shell_kernel_umask=$(builtin umask); fi
+builtin umask 077
 # A durable session's launcher made the directory already (and set it).
 if [[ -z ${__shell_kernel_dir-} ]]; then
-  __shell_kernel_dir=$(builtin umask 077 && builtin command mktemp -d "${TMPDIR:-/tmp}/shell_kernel.XXXXXXXXXX" 2>/dev/null) \
+  __shell_kernel_dir=$(builtin command mktemp -d "${TMPDIR:-/tmp}/shell_kernel.XXXXXXXXXX" 2>/dev/null) \
     || { __shell_kernel_dir=${TMPDIR:-/tmp}/shell_kernel.$$.$RANDOM$RANDOM$RANDOM \
          && builtin command mkdir -m 700 -- "$__shell_kernel_dir"; } \
     || __shell_kernel_dir=
 fi
 if [[ -n $__shell_kernel_dir ]]; then
-  (builtin umask 077 && builtin : >| "$__shell_kernel_dir/status") 2>/dev/null
+  { builtin : >| "$__shell_kernel_dir/status"; } 2>/dev/null
 fi
 
 # The prompt machinery is useless without a terminal and would only cost
@@ -92,7 +103,7 @@ __shell_kernel_children() {
 }
 # Jobs that the startup files left running are background jobs too.
 if [[ -n $__shell_kernel_dir ]]; then
-  (builtin umask 077 && __shell_kernel_children >| "$__shell_kernel_dir/jobs") 2>/dev/null
+  { __shell_kernel_children >| "$__shell_kernel_dir/jobs"; } 2>/dev/null
 fi
 
 # End of a cell: record the status, then frame the end on both streams.
@@ -396,6 +407,63 @@ if [[ -n $__shell_kernel_dir ]]; then
   }
 fi
 
+# The kernel closing the session between cells. A shell that leads its own
+# process group (a local shell, or an SSH session channel's: the kernel
+# starts the one, sshd the other, as a session leader) ends itself and
+# everything it started, with no side channel and no scan of the host's
+# process table: a shell without job control never moves its jobs to other
+# groups, so background, disowned, nohup'd and orphaned jobs are all in its
+# group. The state directory goes first, then SIGTERM to the group and to
+# each child's (an interactive bash ignores it, once a user's trap is
+# reset), up to 0.5 s for the children to go, then SIGKILL, this shell
+# included. $1: a nonce, sent back in a barrier frame when this shell does
+# not lead its group, or has job control on (`set -m`: a job's orphans stay
+# in a group of their own): the kernel's reaper, which finds the session's
+# every member, does the work then.
+__shell_kernel_close() {
+  builtin local stat= waited=0
+  builtin local -a fields
+  { IFS= builtin read -r stat < "/proc/$$/stat"; } 2>/dev/null
+  IFS=' ' builtin read -r -a fields <<< "${stat##*) }"
+  if [[ ${fields[2]-} != "$$" || $- == *m* ]]; then
+    builtin printf '\036\037%s\037barrier\037%s\037\036' "$__shell_kernel_token" "$1" >&61
+    builtin printf '\036\037%s\037barrier\037%s\037\036' "$__shell_kernel_token" "$1" >&62
+    builtin return 0
+  fi
+  case $__shell_kernel_dir in
+    */shell_kernel.*)
+      if [[ -d $__shell_kernel_dir && ! -L $__shell_kernel_dir ]]; then
+        builtin command rm -rf -- "$__shell_kernel_dir" 2>/dev/null
+      fi ;;
+  esac
+  builtin trap - TERM
+  __shell_kernel_signal_jobs TERM
+  while (( waited++ < 10 )) && __shell_kernel_has_children; do
+    builtin command sleep 0.05 2>/dev/null
+  done
+  __shell_kernel_signal_jobs KILL
+}
+
+# The shell's children, read in this shell: a command substitution would
+# be a child too. (Only where /proc lists them: see __shell_kernel_close.)
+__shell_kernel_has_children() {
+  builtin local children=
+  { IFS= builtin read -r children < "/proc/$$/task/$$/children"; } 2>/dev/null
+  [[ -n ${children// } ]]
+}
+
+# Signal $1 to each child of the shell and the group it may lead, then to
+# the shell's own group (last: for KILL, this shell goes with it).
+__shell_kernel_signal_jobs() {
+  builtin local child
+  builtin local -a children
+  { IFS=' ' builtin read -r -a children < "/proc/$$/task/$$/children"; } 2>/dev/null
+  for child in "${children[@]}"; do
+    builtin kill -"$1" -- "-$child" "$child" 2>/dev/null
+  done
+  builtin kill -"$1" -- "-$$" 2>/dev/null
+}
+
 # Owned by this user, not a symlink, writable by nobody else.
 __shell_kernel_private() {
   builtin local mode
@@ -438,6 +506,8 @@ fi
 
 # --tty (see tty.bash): the cells' stdout and stderr become terminals.
 if [[ -n ${__shell_kernel_tty-} ]]; then __shell_kernel_open_ttys; fi
+builtin umask "$__shell_kernel_umask"
+builtin unset -v __shell_kernel_umask
 builtin printf '\036\037%s\037ready\037%s\037%s\037%s\037%s\037\036' \
   "$__shell_kernel_token" "$$" "$BASH_VERSION" "$__shell_kernel_dir" "$__shell_kernel_restored" >&61
 builtin printf '\036\037%s\037ready\037\036' "$__shell_kernel_token" >&62
