@@ -31,7 +31,9 @@ class KernelConfig:
     def backend(self) -> str:
         return "ssh" if self.ssh else "local"
 
-    def backend_factory(self) -> Callable[[], Backend]:
+    def backend_factory(self, side_channel_early: bool = True) -> Callable[[], Backend]:
+        """side_channel_early: an ephemeral SSH shell's side channel opens at
+        start, ready for the first interrupt (see SSHBackend)."""
         idle = idle_timeout(self.remote_idle_timeout, self.session is not None)
         if self.ssh is None:
             from .backends.local import LocalBackend, LocalNamedBackend
@@ -51,7 +53,8 @@ class KernelConfig:
                               # A named session outlives even the kernel.
                               durable=not self.ephemeral or self.session is not None,
                               idle_timeout=idle,
-                              session=self.session, take_over=self.take_over)
+                              session=self.session, take_over=self.take_over,
+                              side_channel_early=side_channel_early)
         return ssh_backend
 
     def session_options(self) -> Options:

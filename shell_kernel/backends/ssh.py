@@ -213,6 +213,11 @@ def _transport_preferring(key_types: set[str], sock, **options) -> paramiko.Tran
     security = transport.get_security_options()
     known = [a for a in security.key_types if _KEY_TYPE_OF_ALGORITHM.get(a, a) in key_types]
     security.key_types = known + [a for a in security.key_types if a not in known]
+    # AES-GCM first (OpenSSH offers it by default): its tag is checked inside
+    # OpenSSL, where paramiko compares a MAC byte by byte in Python for every
+    # packet: a large part of the fleet runner's CPU per host.
+    aead = [c for c in security.ciphers if c.endswith("-gcm@openssh.com")]
+    security.ciphers = aead + [c for c in security.ciphers if c not in aead]
     return transport
 
 
@@ -253,7 +258,7 @@ class SSHBackend(Backend):
     def __init__(self, target: SSHTarget, clean: bool = False, accept_new_host_key: bool = False,
                  resolve_jump=None, bash: str = "bash", durable: bool = False,
                  idle_timeout: float = 3600.0, session: str | None = None,
-                 take_over: bool = False):
+                 take_over: bool = False, side_channel_early: bool = True):
         self._target = target
         self.description = f"ssh {target.describe()}"
         self._accept_new = accept_new_host_key
@@ -263,6 +268,9 @@ class SSHBackend(Backend):
         self._idle_timeout = idle_timeout
         self._session_name = session
         self._take_over = take_over
+        # An ephemeral shell's side channel opened at start, ready for the first
+        # interrupt; else when first needed (the fleet: a channel less per host).
+        self._side_channel_early = side_channel_early
         # This kernel's claim on a named session (see launch.sh open).
         self._owner = secrets.token_hex(8) if session else ""
         self.outlives_kernel = session is not None
@@ -307,10 +315,11 @@ class SSHBackend(Backend):
                 channel = self.transport.open_session(timeout=CONNECT_TIMEOUT)
                 channel.exec_command("exec " + shlex.join(self._bash_argv))
                 self._start_reader(channel)
-                # Ready before the first interrupt needs it (its login costs
-                # as much as the user's rc files do).
-                threading.Thread(target=self._open_side_quietly, daemon=True,
-                                 name="shell-kernel-ssh-side").start()
+                if self._side_channel_early:
+                    # Ready before the first interrupt needs it (its login costs
+                    # as much as the user's rc files do).
+                    threading.Thread(target=self._open_side_quietly, daemon=True,
+                                     name="shell-kernel-ssh-side").start()
         except (paramiko.SSHException, OSError) as err:
             self.close()
             raise BackendError(f"could not start bash on {self._target.describe()}: {err}") from err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 import re
@@ -106,10 +107,22 @@ def resolve(text: str, config_file: str | None = None) -> SSHTarget:
 
 
 def _read_config(path: str, explicit: bool) -> paramiko.SSHConfig:
-    if not os.path.exists(path):
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
         if explicit:
-            raise TargetError(f"ssh config file {path} does not exist")
+            raise TargetError(f"ssh config file {path} does not exist") from None
         return _OpenSSHConfig()
+    except OSError as err:
+        raise TargetError(f"could not read ssh config {path}: {err}. Fix the file "
+                          "and run the cell again.") from err
+    return _parsed_config(path, stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_config(path: str, inode: int, mtime_ns: int, size: int) -> paramiko.SSHConfig:
+    """One parse per version of the file (a fleet resolves hundreds of hosts
+    through it; lookups leave the parsed config as it is)."""
     try:
         return _OpenSSHConfig.from_path(path)
     except (OSError, ValueError, paramiko.SSHException) as err:
