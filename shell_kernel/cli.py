@@ -106,7 +106,7 @@ def _add_run(commands) -> None:
 
 FLEET_DESCRIPTION = """\
 With --hosts or --inventory the notebook runs on many hosts at once, with
-no kernel: each host gets its own durable shell over SSH (resolved as the
+no kernel: each host gets its own shell over SSH (resolved as the
 SSH kernel resolves it: ssh config, ProxyJump, known_hosts, keys, agent),
 runs the notebook top to bottom, stops at its first failing cell, and is
 closed with nothing left on it. SHELL_KERNEL_HOST holds the host's name in
@@ -140,8 +140,13 @@ def _add_fleet(run) -> None:
     fleet.add_argument("--max-fail", type=int, default=0, metavar="N",
                        help="failed or unreachable hosts tolerated before the next batch "
                             "(default: 0)")
+    fleet.add_argument("--durable", action="store_true",
+                       help="give each host a durable shell, which a dropped connection "
+                            "does not end (the runner reattaches), at the cost of more "
+                            "processes per host; by default a host's shell ends with its "
+                            "connection, and a host that drops is failed")
     for option in OPTIONS:
-        if option.name in ("ssh_config", "accept_new_host_key", "ephemeral", "clean"):
+        if option.name in ("ssh_config", "accept_new_host_key", "clean"):
             option.add_to(fleet)
 
 

@@ -152,16 +152,14 @@ class CellOutputs:
         self._lock = threading.Lock()  # the session's pump writes, the worker reads
 
     def stream(self, name: str, text: str) -> None:
-        import nbformat
         with self._lock:
             last = self.outputs[-1] if self.outputs else None
             if last is not None and last.get("output_type") == "stream" and last.name == name:
                 last.text += text
             else:
-                self.outputs.append(nbformat.v4.new_output("stream", name=name, text=text))
+                self.outputs.append(_output("stream", name=name, text=text))
 
     def display(self, mime: str, data: bytes, display_id: str) -> None:
-        import nbformat
         try:
             bundle = display_bundle(mime, data)
         except UnknownDisplay as err:
@@ -171,7 +169,7 @@ class CellOutputs:
             if display_id in self._displays:
                 self._displays[display_id]["data"] = bundle
                 return
-            output = nbformat.v4.new_output("display_data", data=bundle, metadata={})
+            output = _output("display_data", data=bundle, metadata={})
             self.outputs.append(output)
             if display_id:
                 self._displays[display_id] = output
@@ -271,9 +269,12 @@ class Fleet:
         nb = copy.deepcopy(self.nb)
         outputs = [CellOutputs()]  # the running cell's; replaced for each cell
         config = self._config(host)
-        session = ShellSession(config.backend_factory(),
+        # No prompt terminal (nobody answers; a read gets end-of-file from
+        # /dev/null) and no side channel until an interrupt needs one: a
+        # channel, a pty and a dozen programs less per host.
+        session = ShellSession(config.backend_factory(side_channel_early=False),
                                lambda name, text: outputs[0].stream(name, text),
-                               config.session_options(),
+                               replace(config.session_options(), prompts=False),
                                lambda mime, data, display_id: outputs[0].display(mime, data, display_id))
         self.events.host_started(host.name)
         with self._lock:
@@ -364,18 +365,26 @@ class Fleet:
                 return
 
     def _save(self, run: HostRun, nb) -> None:
-        import nbformat
+        from nbformat.v4 import writes_json
         nb.metadata[METADATA_KEY] = {"host": run.host.name, "target": run.host.target,
                                      "parameters": dict(self.options.parameters),
                                      "duration_s": run.duration_s}
         path = self.options.output_dir / f"{file_name(run.host.name)}.ipynb"
-        nbformat.write(nb, path)
+        # The notebook was validated when read, and its outputs are made here
+        # in the schema's shape: nbformat.write would validate it again, per host.
+        path.write_text(writes_json(nb) + "\n", encoding="utf-8")
         run.notebook_path = path
 
 
+def _output(output_type: str, **fields):
+    """An nbformat output (what nbformat.v4.new_output makes, without its
+    schema validation of every output: a hundred hosts make thousands)."""
+    from nbformat import NotebookNode
+    return NotebookNode(output_type=output_type, **fields)
+
+
 def _error_output(ename: str, evalue: str, summary: str):
-    import nbformat
-    return nbformat.v4.new_output("error", **error_content(ename, evalue, summary))
+    return _output("error", **error_content(ename, evalue, summary))
 
 
 # ---------------------------------------------------------------- command
@@ -473,7 +482,7 @@ def main_fleet(args, parameters: dict[str, str]) -> int:
     notebook = Path(args.notebook)
     stem = notebook.name[:-len(".ipynb")] if notebook.name.endswith(".ipynb") else notebook.name
     config = KernelConfig(ssh_config=args.ssh_config, accept_new_host_key=args.accept_new_host_key,
-                          ephemeral=args.ephemeral, clean=args.clean)
+                          ephemeral=not args.durable, clean=args.clean)
     return run_fleet(FleetOptions(
         notebook=notebook, hosts=hosts, parameters=parameters, jobs=args.jobs,
         output_dir=Path(args.output_dir) if args.output_dir else notebook.with_name(stem + ".fleet"),
@@ -486,5 +495,5 @@ def fleet_only_flags(args) -> list[str]:
     given = [("--limit", args.limit), ("--output-dir", args.output_dir), ("--batch", args.batch),
              ("--max-fail", args.max_fail), ("--jobs", args.jobs != DEFAULT_JOBS),
              ("--ssh-config", args.ssh_config), ("--accept-new-host-key", args.accept_new_host_key),
-             ("--ephemeral", args.ephemeral), ("--clean", args.clean)]
+             ("--durable", args.durable), ("--clean", args.clean)]
     return [flag for flag, value in given if value]

@@ -1,7 +1,7 @@
 """`python -m shell_kernel run NOTEBOOK --hosts ...`: one notebook on a fleet.
 
 The fleet is one real sshd on 127.0.0.1 under many ssh config aliases (each
-"host" runs its own durable shell), plus the bad hosts a fleet has: one on a
+"host" runs its own shell), plus the bad hosts a fleet has: one on a
 closed port, one whose known_hosts holds another key, one where a cell
 fails, and one on a second sshd that is restarted mid-run (its session is
 gone, as after a reboot). Hosts get a HOME with empty rc files and a TMPDIR
@@ -154,7 +154,10 @@ def main_run(fleet, tmp_path_factory):
     notebook = write_notebook(
         root / "checks.ipynb",
         ("greeting=hello", ["parameters"]),
-        'echo "$greeting from $SHELL_KERNEL_HOST"; cd /tmp',
+        # With jobs that closing the host's shell must end: plain, orphaned,
+        # nohup'd and disowned, and one that ignores SIGTERM.
+        'echo "$greeting from $SHELL_KERNEL_HOST"; cd /tmp; sleep 1000.81 & (sleep 1000.82 &); '
+        "nohup sleep 1000.83 >/dev/null 2>&1 & disown; sh -c 'trap \"\" TERM; sleep 1000.84' &",
         f'if [ "$SHELL_KERNEL_HOST" = {FAILING} ]; then echo "disk full on $SHELL_KERNEL_HOST" >&2; '
         'exit 3; fi; echo fine',
         ("", []),  # empty: not run, as nbclient skips it
@@ -279,11 +282,11 @@ def test_nothing_left_on_the_hosts(main_run, fleet):
     assert fleet.leftovers() == []
 
 
-def start_run(notebook: Path, hosts: str, fleet, out_dir: Path) -> subprocess.Popen:
+def start_run(notebook: Path, hosts: str, fleet, out_dir: Path, *flags: str) -> subprocess.Popen:
     """`python -m shell_kernel run NOTEBOOK --hosts HOSTS` as a subprocess."""
     return subprocess.Popen(
         [sys.executable, "-m", "shell_kernel", "run", notebook, "--hosts", hosts,
-         "--ssh-config", fleet.config, "--output-dir", out_dir],
+         "--ssh-config", fleet.config, "--output-dir", out_dir, *flags],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -296,14 +299,21 @@ def wait_while_running(proc: subprocess.Popen, condition, timeout: float = 60) -
 
 
 # ------------------------------------------------------- a host that drops
-def test_host_rebooted_mid_run(fleet, tmp_path, capsys):
+# By default a host's shell ends with its connection; a --durable one would
+# survive a dropped connection, but not a reboot: the runner reattaches and
+# finds the session gone.
+@pytest.mark.parametrize("flags, message", [
+    ((), "was lost while this cell ran"),
+    (("--durable",), "the remote session is gone"),
+], ids=["default", "durable"])
+def test_host_rebooted_mid_run(fleet, tmp_path, capsys, flags, message):
     marker = tmp_path / "flaky-is-running"
     notebook = write_notebook(
         tmp_path / "slow.ipynb",
         f'if [ "$SHELL_KERNEL_HOST" = flaky ]; then touch {marker}; sleep 60; fi; echo first',
         "echo second")
     out_dir = tmp_path / "out"
-    proc = start_run(notebook, "web1,flaky", fleet, out_dir)
+    proc = start_run(notebook, "web1,flaky", fleet, out_dir, *flags)
     try:
         wait_while_running(proc, lambda: not marker.exists())
         fleet.flaky.stop()  # the host goes down with every process on it ...
@@ -318,7 +328,7 @@ def test_host_rebooted_mid_run(fleet, tmp_path, capsys):
     assert [c["index"] for c in hosts["web1"]["cells"]] == [0, 1]
     flaky = hosts["flaky"]
     assert flaky["status"] == "failed"
-    assert flaky["error"].startswith("cell 0: ") and "the remote session is gone" in flaky["error"]
+    assert flaky["error"].startswith("cell 0: ") and message in flaky["error"]
     assert [c["index"] for c in flaky["cells"]] == [0]
     cell = nbformat.read(out_dir / "flaky.ipynb", as_version=4).cells[0]
     assert cell.outputs[-1].ename == "ShellExited"
@@ -579,3 +589,43 @@ def test_malformed_inventory(tmp_path, capsys):
     assert f"--inventory {inventory}: ansible cannot use it" in err
     status, out, err = run_cli([notebook, "--inventory", inventory.with_name("none.ini")], capsys)
     assert status == EXIT_USAGE and "no such file" in err
+
+
+# ------------------------------------------- a host that wraps every command
+def test_shell_under_a_wrapper_is_ended_by_the_reaper(tmp_path, capsys):
+    """An sshd that runs every command in a child of a wrapper (ForceCommand,
+    as session recorders and audit wrappers do): the shell does not lead its
+    process group, so it declines to end itself and its jobs, and the reaper
+    ends them through a side channel instead."""
+    home, host_tmp = tmp_path / "home", tmp_path / "host-tmp"
+    home.mkdir()
+    host_tmp.mkdir()
+    for rc in (".bashrc", ".profile"):
+        (home / rc).write_text("")
+    wrapper = "ForceCommand /bin/sh -c '( eval \"$SSH_ORIGINAL_COMMAND\" ); exit $?'\n"
+    server = SSHServer(tmp_path / "sshd", name="wrapped-sshd", extra_config=(
+        setenv_config({"HOME": str(home), "TMPDIR": str(host_tmp)}) + "\n" + wrapper)).start()
+    try:
+        config = tmp_path / "ssh_config"
+        server.write_ssh_config(config, alias="wrapped")
+        notebook = write_notebook(
+            tmp_path / "nb.ipynb",
+            "sleep 1000.91 & (sleep 1000.92 &); echo \"shell $$, group $(ps -o pgid= -p $$)\"")
+        out_dir = tmp_path / "out"
+        status, out, err = run_cli([notebook, "--hosts", "wrapped", "--ssh-config", config,
+                                    "--output-dir", out_dir], capsys)
+        assert status == EXIT_OK, out + err
+        outputs = nbformat.read(out_dir / "wrapped.ipynb", as_version=4).cells[0].outputs
+        words = "".join(o.text for o in outputs if o.name == "stdout").split()
+        assert len(words) == 4, outputs
+        assert words[1].rstrip(",") != words[3]  # the shell is not its group's leader
+        deadline = time.monotonic() + 10
+        while True:
+            left = [f"pid {pid}: {_cmdline(pid)}" for pid in _descendants([server.pid])
+                    if pid != server.pid] + [f"file {path}" for path in host_tmp.iterdir()]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert left == []
+    finally:
+        server.stop()
