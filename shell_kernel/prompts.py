@@ -30,6 +30,9 @@ EOF_ANSWERS = ("^D", "\x04")
 #: How long a prompt's text may take to arrive after its read was reported:
 #: the output and the report travel separately.
 SETTLE_SECONDS = 0.2
+#: How long a marked read waits for its marks, which follow its text on the
+#: output streams (see prompts.bash): a safety net, for output held up.
+MARK_WAIT_SECONDS = 2.0
 #: How long a new shell waits for its terminal (a login on the host).
 START_SECONDS = 10.0
 #: How long a partial line is held back from the frontend, so that it can

@@ -239,6 +239,15 @@ class ReadingFrame:
     lines: bool  # False: it delivers keys, not lines (-icanon: vim, top, readline)
     name: str
     parent: str
+    #: The watcher put a barrier (read_mark) on both output streams first.
+    marked: bool = False
+
+
+def read_mark(pid: int, reads: int) -> str:
+    """The nonce of the barrier that the terminal's watcher writes on each
+    output stream before it reports that read: once both have come back, the
+    text the process printed before reading (its prompt) is all in."""
+    return f"read.{pid}.{reads}"
 
 
 @dataclass(frozen=True)
@@ -289,10 +298,10 @@ def parse_frame(stream: str, fields: list) -> Frame:
         return ReplyFrame(int(rest[0]), int(rest[1]), rest[2])
     if kind == "tty" and len(rest) == 1 and rest[0].startswith("/"):
         return TtyFrame(rest[0])
-    if kind == "reading" and len(rest) == 6 and rest[0].isdigit() and rest[1].isdigit() \
-            and rest[2] in ("0", "1") and rest[3] in ("0", "1"):
+    if kind == "reading" and len(rest) == 7 and rest[0].isdigit() and rest[1].isdigit() \
+            and all(flag in ("0", "1") for flag in (rest[2], rest[3], rest[6])):
         return ReadingFrame(int(rest[0]), int(rest[1]), rest[2] == "1", rest[3] == "1",
-                            rest[4], rest[5])
+                            rest[4], rest[5], rest[6] == "1")
     if kind == "done" and len(rest) == 2 and rest[0].isdigit() and rest[1].isdigit():
         return ReadDoneFrame(int(rest[0]), int(rest[1]))
     return UnknownFrame(stream, tuple(fields))

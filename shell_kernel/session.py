@@ -163,6 +163,9 @@ class _Cell:
     #: Reads reported by the terminal's watcher, each with when it was
     #: reported; the pump's.
     reads: list = field(default_factory=list)
+    #: The streams on which each read's mark came back (protocol.read_mark
+    #: nonce -> streams); the pump's.
+    read_marks: dict = field(default_factory=dict)
     prompt: Prompt | None = None  # the open question, set by the pump, cleared by the caller
     told_no_input: bool = False
     wake: threading.Event = field(default_factory=threading.Event)  # done, or a prompt
@@ -903,6 +906,9 @@ class ShellSession:
             self._self_close[1].set()  # the shell declined to end itself
             return
         cell = self._cell
+        if cell is not None and frame.nonce.startswith("read.") and not cell.done.is_set():
+            cell.read_marks.setdefault(frame.nonce, set()).add(frame.stream)
+            return
         if cell is not None and cell.catch_up == frame.nonce and not cell.done.is_set():
             cell.barriers.add(frame.stream)
             if len(cell.barriers) == len(protocol.STREAMS):
@@ -982,18 +988,26 @@ class ShellSession:
             return
         key = (frame.pid, frame.reads)
         cell.reads = [(read, due) for read, due in cell.reads if (read.pid, read.reads) != key]
+        cell.read_marks.pop(protocol.read_mark(*key), None)
         if cell.prompt is not None and cell.prompt.key == key:
             cell.prompt.over.set()  # e.g. read -t timed out: the question is moot
 
     def _prompt_due(self) -> float | None:
-        """When the oldest reported read becomes a prompt: at once if the
-        output ends with a partial line (its text), else a moment later, in
-        case its text is still on its way (the output and the report travel
-        separately)."""
+        """When the oldest reported read becomes a prompt. The output and the
+        report travel separately: a marked read, once its marks have come
+        back on both streams (its text is then all in; a mark lost on the
+        way costs MARK_WAIT_SECONDS); else at once if the output ends with a
+        partial line (its text), or a moment later, in case the text is
+        still on its way."""
         cell = self._cell
         if cell is None or not cell.reads or cell.prompt is not None:
             return None
-        reported = cell.reads[0][1]
+        frame, reported = cell.reads[0]
+        if frame.marked:
+            marks = cell.read_marks.get(protocol.read_mark(frame.pid, frame.reads), ())
+            if len(marks) == len(protocol.STREAMS):
+                return reported
+            return reported + prompts.MARK_WAIT_SECONDS
         if self._coalescer.holds_partial:
             return reported + self._backend.output_lag
         return reported + prompts.SETTLE_SECONDS
@@ -1007,6 +1021,7 @@ class ShellSession:
             return
         cell = self._cell
         frame, _ = cell.reads.pop(0)
+        cell.read_marks.pop(protocol.read_mark(frame.pid, frame.reads), None)
         stream, text = self._coalescer.take_partial()
         self._coalescer.flush()
         prompt = prompts.make_prompt(frame, text, self._info.pid if self._info else 0)

@@ -67,8 +67,8 @@ def test_without_a_hold_partial_lines_flush_at_the_interval():
 def test_watcher_frames_parse():
     assert protocol.parse_frame("terminal", ["tty", "/dev/pts/7"]) == protocol.TtyFrame("/dev/pts/7")
     assert protocol.parse_frame("terminal", ["reading", "42", "7", "0", "1", "sk-askpass",
-                                             "ssh"]) == \
-        protocol.ReadingFrame(42, 7, False, True, "sk-askpass", "ssh")
+                                             "ssh", "1"]) == \
+        protocol.ReadingFrame(42, 7, False, True, "sk-askpass", "ssh", marked=True)
     assert protocol.parse_frame("terminal", ["done", "42", "7"]) == protocol.ReadDoneFrame(42, 7)
     assert isinstance(protocol.parse_frame("terminal", ["reading", "x"]), protocol.UnknownFrame)
 

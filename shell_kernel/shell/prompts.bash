@@ -7,11 +7,15 @@
 # terminal's other side is what the cell reads. This script never reads it.
 # It writes frames (\036\037TOKEN\037KIND\037FIELD...\037\036) to the terminal:
 #   tty PATH                                 once, first: the path cells open
-#   reading PID READS ECHO LINES NAME PARENT a process blocked reading the terminal
+#   reading PID READS ECHO LINES NAME PARENT MARKED
+#                                            a process blocked reading the terminal
 #   done PID READS                           that read is over (answered, timed out, gone)
 # READS (the process's count of read calls) tells one read from the next;
 # ECHO is 0 when the terminal does not echo (read -s, a password prompt);
-# LINES is 0 when it delivers keys, not lines (-icanon: vim, top, readline).
+# LINES is 0 when it delivers keys, not lines (-icanon: vim, top, readline);
+# MARKED is 1 when a barrier frame with the nonce read.PID.READS went on the
+# shell's stdout and stderr (its descriptors 61 and 62, where the cells write)
+# first: behind whatever the process printed before it read, its prompt.
 #
 # A process waits for input when the kernel says it is in read(2) on a
 # descriptor that is this terminal, or in select(2) on descriptor 0 alone
@@ -115,7 +119,7 @@ waiting() {
 # name and the terminal's modes (a fork for stty, once per read). With
 # KEYS_ONLY, only if the terminal is in key mode (else returns 2).
 report() {
-  local pid=$1 reads_done=$2 keys_only=$3 name= stat ppid parent= echo=1 lines=1 modes
+  local pid=$1 reads_done=$2 keys_only=$3 name= stat ppid parent= echo=1 lines=1 modes marked fd
   modes=" $(stty -a < "$tty") "
   case $modes in *[[:space:]]-echo[[:space:]]*) echo=0 ;; esac
   case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 ;; esac
@@ -125,8 +129,13 @@ report() {
   stat=${stat##*) }  # after the name, which may hold spaces and parentheses
   ppid=${stat#* }; ppid=${ppid%% *}
   builtin read -r parent < "/proc/$ppid/comm"
-  builtin printf '\036\037%s\037reading\037%s\037%s\037%s\037%s\037%s\037%s\037\036\n' \
-    "$token" "$pid" "$reads_done" "$echo" "$lines" "$name" "$parent"
+  marked=1
+  for fd in 61 62; do
+    builtin printf '\036\037%s\037barrier\037read.%s.%s\037\036' "$token" "$pid" "$reads_done" \
+      2>/dev/null > "/proc/$shell/fd/$fd" || marked=0
+  done
+  builtin printf '\036\037%s\037reading\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037\036\n' \
+    "$token" "$pid" "$reads_done" "$echo" "$lines" "$name" "$parent" "$marked"
 }
 
 reported=()  # "pid:reads" of the reads reported and not yet over
