@@ -54,13 +54,16 @@ class Reaper:
         """Signal what is left of the noted processes and their descendants."""
         return self._run("orphans", signal_name, noted)
 
-    def stop_everything(self) -> None:
+    def stop_everything(self) -> bool:
         """Stop every process the session started and remove its state directory.
-        Never raises: it runs on the way out, where a failure can only be logged."""
+        Never raises: it runs on the way out, where a failure can only be logged.
+        False when the host could not be told."""
         try:
             self._run("all", "-", timeout=10)
+            return True
         except BackendError as err:
             log.warning("could not clean up the shell's processes: %s", err)
+            return False
 
 
 class Outcome(enum.Enum):

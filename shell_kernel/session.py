@@ -37,6 +37,10 @@ MAX_QUEUED_BYTES = 8 << 20
 SHUTDOWN_AFTER_INTERRUPT = 0.5
 # How long a shell asked to end itself (close) may take before the reaper does it.
 SELF_CLOSE_TIMEOUT = 3.0
+# How long close() keeps trying to reach a host whose connection was lost, to
+# clean up after the shell (a host that restarts), and the pause between tries.
+CLEANUP_RECONNECT_SECONDS = 5.0
+CLEANUP_RECONNECT_PAUSE = 0.5
 
 
 @dataclass
@@ -714,21 +718,37 @@ class ShellSession:
         """The reaper ends the shell and everything it started, and removes its
         files. An ephemeral shell lost with its connection may live on at the
         far end, and its files are there either way: a new connection, for
-        the reaper only, does it then."""
+        the reaper only, does it then, tried for a few seconds (a host that
+        restarts); also when the shell was seen to end but its connection
+        then failed the reaper (a host going down ends the shell and the
+        connection in either order)."""
         lost = self._lost
-        if lost is None or not lost.connection_lost or self._backend.can_reattach:
+        if lost is None or self._backend.can_reattach:
             reaper.stop_everything()
             return
+        if not lost.connection_lost and reaper.stop_everything():
+            return
+        deadline = time.monotonic() + CLEANUP_RECONNECT_SECONDS
+        while not self._clean_through_new_connection():
+            if time.monotonic() + CLEANUP_RECONNECT_PAUSE > deadline:
+                log.info("gave up cleaning up after the shell lost with its connection")
+                return
+            time.sleep(CLEANUP_RECONNECT_PAUSE)
+
+    def _clean_through_new_connection(self) -> bool:
+        """The reaper, through a connection of its own; False if the host
+        could not be reached or told."""
         try:
             cleaner = Contained(self._backend_factory())
         except Exception as err:  # noqa: BLE001 - e.g. the ssh config changed meanwhile
             log.info("could not clean up after the shell lost with its connection: %s", err)
-            return
+            return True  # no retry mends this
         try:
             cleaner.open_connection()
-            Reaper(cleaner, self._info.pid, self._info.state_dir).stop_everything()
+            return Reaper(cleaner, self._info.pid, self._info.state_dir).stop_everything()
         except BackendError as err:
             log.info("could not clean up after the shell lost with its connection: %s", err)
+            return False
         finally:
             try:
                 cleaner.close()

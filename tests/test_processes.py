@@ -283,3 +283,34 @@ def test_reap_tree_reads_any_command_name(tmp_path):
             except ProcessLookupError:
                 pass
         root.wait()
+
+
+@pytest.mark.parametrize("same_shell", [True, False], ids=["same shell", "pid reused"])
+def test_reap_all_spares_a_process_that_took_a_gone_shells_pid(tmp_path, same_shell):
+    """After a host's reboot, the pid a shell had may name someone else's
+    process: reap.sh all then removes the state directory and signals
+    nothing. The shell's start time, recorded by session.bash, tells."""
+    from shell_kernel.shell import script
+    reap = tmp_path / "reap.sh"
+    reap.write_text(script("reap.sh"))
+    # A session leader with a child, as the shell (or the process now at its pid) would be.
+    holder = subprocess.Popen(["setsid", "bash", "-c", "sleep 1000.931 & wait"])
+    state = tmp_path / "shell_kernel.XXXX"
+    state.mkdir(mode=0o700)
+    try:
+        assert wait_until(lambda: pids_matching("1000.931"), timeout=10)
+        start = Path(f"/proc/{holder.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+        (state / "shell.start").write_text((start if same_shell else str(int(start) - 1)) + "\n")
+        subprocess.run(["sh", str(reap), "all", "-", str(holder.pid), str(state)],
+                       capture_output=True, text=True, timeout=20, check=True)
+        assert not state.exists()
+        if same_shell:
+            holder.wait(timeout=10)
+            assert wait_until(lambda: not pids_matching("1000.931"), timeout=10)
+        else:
+            assert holder.poll() is None and pids_matching("1000.931")
+    finally:
+        kill_markers("1000.931")
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait()

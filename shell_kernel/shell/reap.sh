@@ -155,12 +155,22 @@ case $mode in
     # the SSH session that started it, which may be the one running this:
     # spare this script and its ancestors. (One table for both.)
     snapshot=$(table)
+    # A shell that is gone may have left its pid to another process (a
+    # host that rebooted): nothing is signalled then. (No member of its
+    # session is left either: a pid that names a session is not reused.)
+    reused=
+    if [ -r "$dir/shell.start" ] && [ -r "/proc/$root/stat" ]; then
+      now=$(tr '\n' ' ' < "/proc/$root/stat" | sed 's/.*) //' | cut -d ' ' -f 20)
+      if [ -n "$now" ] && [ "$now" != "$(cat "$dir/shell.start")" ]; then reused=yes; fi
+    fi
     spared=" $(printf '%s\n' "$snapshot" | awk -v me="$$" '{ up[$1] = $2 }
       END { for (p = me; p != "" && p > 1 && hops++ < 128; p = up[p]) printf "%s ", p }')"
     pids=
-    for p in $(members all); do
-      case $spared in *" $p "*) ;; *) pids="$pids $p" ;; esac
-    done
+    if [ -z "$reused" ]; then
+      for p in $(members all); do
+        case $spared in *" $p "*) ;; *) pids="$pids $p" ;; esac
+      done
+    fi
     if [ -n "$pids" ]; then
       kill -TERM $pids 2>/dev/null
       n=0
@@ -173,8 +183,10 @@ case $mode in
       done
       [ -n "$alive" ] && kill -KILL $alive 2>/dev/null
     fi
-    kill -KILL "$root" 2>/dev/null
-    [ -r "$dir/watchdog.pid" ] && kill "$(cat "$dir/watchdog.pid")" 2>/dev/null
+    if [ -z "$reused" ]; then
+      kill -KILL "$root" 2>/dev/null
+      [ -r "$dir/watchdog.pid" ] && kill "$(cat "$dir/watchdog.pid")" 2>/dev/null
+    fi
     case $dir in
       */shell_kernel.* | */shell_kernel-[0-9]*/*) [ -d "$dir" ] && [ ! -L "$dir" ] && rm -rf -- "$dir" ;;
     esac
