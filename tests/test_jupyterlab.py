@@ -445,7 +445,12 @@ def test_colours_under_tty_in_jupyterlab(lab, browser_page):
     notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").first
     cells = notebook.locator(".jp-Cell")
     cells.nth(1).wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
-    page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(
+    # The tty kernel, installed after the server started, is this notebook's
+    # and idle (not another panel's indicator, nor a kernel still starting).
+    page.locator(".jp-KernelName", has_text="Bash (shell_kernel, tty)").first.wait_for(
+        timeout=LOAD_TIMEOUT_MS)
+    page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) '
+                 '.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(
         timeout=LOAD_TIMEOUT_MS)
     for i in range(2):
         cells.nth(i).locator(".jp-InputArea-editor").click()
