@@ -300,7 +300,8 @@ def test_reap_all_spares_a_process_that_took_a_gone_shells_pid(tmp_path, same_sh
     try:
         assert wait_until(lambda: pids_matching("1000.931"), timeout=10)
         start = Path(f"/proc/{holder.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
-        (state / "shell.start").write_text((start if same_shell else str(int(start) - 1)) + "\n")
+        recorded = start if same_shell else str(int(start) - 1)
+        (state / "shell.start").write_text(f"{holder.pid} {recorded}\n")
         subprocess.run(["sh", str(reap), "all", "-", str(holder.pid), str(state)],
                        capture_output=True, text=True, timeout=20, check=True)
         assert not state.exists()

@@ -158,10 +158,12 @@ case $mode in
     # A shell that is gone may have left its pid to another process (a
     # host that rebooted): nothing is signalled then. (No member of its
     # session is left either: a pid that names a session is not reused.)
+    # STATE_DIR/shell.start: "PID START" as the shell recorded them.
     reused=
-    if [ -r "$dir/shell.start" ] && [ -r "/proc/$root/stat" ]; then
+    if read -r pid start 2>/dev/null < "$dir/shell.start" && [ "$pid" = "$root" ] \
+        && [ -r "/proc/$root/stat" ]; then
       now=$(tr '\n' ' ' < "/proc/$root/stat" | sed 's/.*) //' | cut -d ' ' -f 20)
-      if [ -n "$now" ] && [ "$now" != "$(cat "$dir/shell.start")" ]; then reused=yes; fi
+      if [ -n "$now" ] && [ "$now" != "$start" ]; then reused=yes; fi
     fi
     spared=" $(printf '%s\n' "$snapshot" | awk -v me="$$" '{ up[$1] = $2 }
       END { for (p = me; p != "" && p > 1 && hops++ < 128; p = up[p]) printf "%s ", p }')"

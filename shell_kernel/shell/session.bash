@@ -38,14 +38,14 @@ if [[ -z ${__shell_kernel_dir-} ]]; then
 fi
 if [[ -n $__shell_kernel_dir ]]; then
   { builtin : >| "$__shell_kernel_dir/status"; } 2>/dev/null
-  # When this shell started (field 22 of its stat line, after a name that
-  # may hold anything), for reap.sh: once the shell is gone, its pid may
-  # name another process (a host that rebooted), which must not be touched.
+  # This shell's pid and when it started (field 22 of its stat line, after
+  # a name that may hold anything), for reap.sh: once the shell is gone, its
+  # pid may name another process (a host that rebooted), not to be touched.
   __shell_kernel_value=
   { IFS= builtin read -r -d '' __shell_kernel_value < "/proc/$$/stat"; } 2>/dev/null
   if [[ -n $__shell_kernel_value ]]; then
     IFS=$' \n' builtin read -r -d '' -a __shell_kernel_key <<< "${__shell_kernel_value##*) }"
-    { builtin printf '%s\n' "${__shell_kernel_key[19]}" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
+    { builtin printf '%s %s\n' "$$" "${__shell_kernel_key[19]}" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
     builtin unset -v __shell_kernel_key __shell_kernel_value
   fi
 fi
