@@ -109,6 +109,10 @@ def test_kill_sessions_drops_paramiko_connection(server):
 
         # the listener survives and accepts new connections
         assert server.running and server.pid == listener
+        # (a killed connection's sshd lists until the listener has reaped it)
+        deadline = time.monotonic() + 5
+        while server.session_pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert server.session_pids() == []
         client2 = _paramiko_client(server)
         try:
