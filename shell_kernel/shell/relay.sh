@@ -24,7 +24,10 @@ out= err= watch= input=
 stop() {
   kill $out $err $watch $input 2>/dev/null
 }
-trap 'stop; exit "$ended"' USR1
+# The shell ended: the watcher below says so and exits at once. It is not
+# signalled back: `wait` may have reaped it already, and its pid may then
+# name another process (pids are reused fast on a busy host).
+trap 'watch=; stop; exit "$ended"' USR1
 # A follower could not go on. Input keeps flowing until the kernel closes
 # this channel, so nothing it sends meanwhile is lost.
 trap 'input=; stop; exit "$restart"' USR2
