@@ -243,11 +243,15 @@ class ReadingFrame:
     marked: bool = False
 
 
+READ_MARK_PREFIX = "read."
+
+
 def read_mark(pid: int, reads: int) -> str:
     """The nonce of the barrier that the terminal's watcher writes on each
-    output stream before it reports that read: once both have come back, the
-    text the process printed before reading (its prompt) is all in."""
-    return f"read.{pid}.{reads}"
+    output stream before it reports that read (shell/prompts.bash): once both
+    have come back, the text the process printed before reading (its prompt)
+    is all in."""
+    return f"{READ_MARK_PREFIX}{pid}.{reads}"
 
 
 @dataclass(frozen=True)

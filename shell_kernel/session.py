@@ -926,7 +926,7 @@ class ShellSession:
             self._self_close[1].set()  # the shell declined to end itself
             return
         cell = self._cell
-        if cell is not None and frame.nonce.startswith("read.") and not cell.done.is_set():
+        if cell is not None and frame.nonce.startswith(protocol.READ_MARK_PREFIX) and not cell.done.is_set():
             cell.read_marks.setdefault(frame.nonce, set()).add(frame.stream)
             return
         if cell is not None and cell.catch_up == frame.nonce and not cell.done.is_set():
