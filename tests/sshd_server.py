@@ -196,8 +196,11 @@ def _q(value: object) -> str:
 
 # This machine's ~/.bashrc runs `pyenv init`, whose rehash takes a lock file;
 # a test that SIGKILLs sessions mid-login leaves it behind, and every later
-# login would then wait 60 s for it. Every session of a test sshd gets this.
+# login would then wait 60 s for it. Every session of a test sshd gets this,
+# and the mark by which .ci/leftovers.py finds what a test run left running.
 TEST_HOST_ENVIRONMENT = {"PYENV_REHASH_TIMEOUT": "1"}
+if os.environ.get("SHELL_KERNEL_TEST_RUN"):
+    TEST_HOST_ENVIRONMENT["SHELL_KERNEL_TEST_RUN"] = os.environ["SHELL_KERNEL_TEST_RUN"]
 
 
 def setenv_config(environment: dict[str, str]) -> str:
