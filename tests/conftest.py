@@ -15,6 +15,19 @@ from harness import KernelHarness
 from sshd_server import SSHServer
 
 
+# pyenv's rehash lock: this machine's ~/.bashrc runs `pyenv init`, and a
+# login shell that a test kills mid-rehash (the faults the tests model) leaves
+# the lock, on which every later login would wait. The run removes it if it
+# was not there before (.ci/leftovers.py fails a run that leaves it).
+PYENV_LOCK = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "shims" / ".pyenv-shim"
+_pyenv_lock_before = PYENV_LOCK.exists()
+
+
+def pytest_sessionfinish(session):
+    if not _pyenv_lock_before:
+        PYENV_LOCK.unlink(missing_ok=True)
+
+
 # name -> extra install flags
 LOCAL_SPECS = {
     "shell-test": [],
