@@ -18,6 +18,7 @@ from shell_kernel.backends import Backend, BackendError, ShellExit, SideResult
 TOKEN = re.compile(rb"__shell_kernel_token=([0-9a-f]+)")
 CELL = re.compile(rb"^__shell_kernel_resume (?:\d+ )?''; builtin eval -- (\$'.*') <\S+ >&61 2>&62$")
 POST = re.compile(rb"__shell_kernel_post (\d+)(?: \$'.*')?$")
+CLOSE = re.compile(rb"^__shell_kernel_close [0-9a-f]+$")
 
 
 def ansi_c_unquote(word: bytes) -> bytes:
@@ -123,6 +124,9 @@ class FakeShell(Backend):
         post = POST.search(line)
         if post:
             self._post(int(post.group(1)))
+        elif CLOSE.match(line):  # an idle shell asked to end itself does
+            self.closed = True
+            self.die(ShellExit("ended itself at close", 0))
 
     def _post(self, seq: int) -> None:
         script, self._pending = self._pending, None
