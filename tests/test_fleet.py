@@ -535,6 +535,32 @@ def test_bad_input_fails_before_anything_runs(fleet, tmp_path, capsys):
     assert fleet.logins() == logins
 
 
+def test_shell_metacharacters_in_a_user_are_refused(fleet, tmp_path, capsys):
+    """CVE-2023-51385: a user from --hosts, a host file or an inventory went
+    unquoted into the ProxyCommand (which runs through the shell): refused, as
+    OpenSSH refuses it, naming the target, before anything runs."""
+    mark = tmp_path / "mark"
+    config = tmp_path / "ssh_config"
+    config.write_text("Host jumped\n    ProxyCommand true %h %p %r\n")
+    notebook = write_notebook(tmp_path / "nb.ipynb", "true")
+    listing = tmp_path / "hosts.txt"
+    listing.write_text(f"web1\nx`id>{mark}`@jumped\n")
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(f"all:\n  hosts:\n    jumped:\n      ansible_user: 'x;id>{mark};'\n")
+    cases = [(["--hosts", f"x$(id>{mark})@jumped"], f"--hosts: 'x$(id>{mark})@jumped'"),
+             (["--hosts", f"web1,@{listing}"], f"@{listing}: 'x`id>{mark}`@jumped'")]
+    if ansible_available():
+        cases.append((["--inventory", inventory],
+                      f"--inventory {inventory}: host jumped: 'x;id>{mark};@jumped'"))
+    for flags, message in cases:
+        status, out, err = run_cli([notebook, *flags, "--ssh-config", config,
+                                    "--output-dir", tmp_path / "out"], capsys)
+        assert status == EXIT_USAGE, (flags, out, err)
+        assert message in err and "shell metacharacter" in err, err
+        assert not mark.exists()
+    assert not (tmp_path / "out").exists()
+
+
 # --------------------------------------------------------------- ansible
 needs_ansible = pytest.mark.skipif(not ansible_available(),
                                    reason="ansible-core is not installed")
