@@ -31,6 +31,7 @@ from typing import TextIO
 from .config import KernelConfig
 from .failure import cell_error
 from .fleet_targets import FleetHost
+from .options import FLEET_OUTPUT_LIMIT_MB
 from .runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, METADATA_KEY, RAISES_TAG,
                      SKIP_TAG, CellRecorder, RunError, _label, clear_records, inject_parameters,
                      read_notebook)
@@ -56,7 +57,8 @@ class FleetOptions:
     timeout: float | None = None
     allow_errors: bool = False
     #: The SSH options every host's session is built with (ssh is set per host).
-    config: KernelConfig = field(default_factory=KernelConfig)
+    config: KernelConfig = field(
+        default_factory=lambda: KernelConfig(output_limit_mb=FLEET_OUTPUT_LIMIT_MB))
 
 
 @dataclass
@@ -482,7 +484,8 @@ def main_fleet(args, parameters: dict[str, str]) -> int:
     notebook = Path(args.notebook)
     stem = notebook.name[:-len(".ipynb")] if notebook.name.endswith(".ipynb") else notebook.name
     config = KernelConfig(ssh_config=args.ssh_config, accept_new_host_key=args.accept_new_host_key,
-                          ephemeral=not args.durable, clean=args.clean)
+                          ephemeral=not args.durable, clean=args.clean,
+                          output_limit_mb=args.output_limit_mb or FLEET_OUTPUT_LIMIT_MB)
     return run_fleet(FleetOptions(
         notebook=notebook, hosts=hosts, parameters=parameters, jobs=args.jobs,
         output_dir=Path(args.output_dir) if args.output_dir else notebook.with_name(stem + ".fleet"),
@@ -495,5 +498,6 @@ def fleet_only_flags(args) -> list[str]:
     given = [("--limit", args.limit), ("--output-dir", args.output_dir), ("--batch", args.batch),
              ("--max-fail", args.max_fail), ("--jobs", args.jobs != DEFAULT_JOBS),
              ("--ssh-config", args.ssh_config), ("--accept-new-host-key", args.accept_new_host_key),
-             ("--durable", args.durable), ("--clean", args.clean)]
+             ("--durable", args.durable), ("--clean", args.clean),
+             ("--output-limit-mb", args.output_limit_mb is not None)]
     return [flag for flag, value in given if value]

@@ -482,7 +482,59 @@ def test_fleet_runbook_notebook(fleet, tmp_path, capsys):
     assert "no-such-daemon: NOT RUNNING" in (out_dir / "summary.html").read_text()
 
 
-# ------------------------------------------------------ targets and errors
+# ------------------------------------------------------------------ memory
+LINE = "0123456789 the output of a chatty cell, line after line\n"
+CHATTY_BYTES = 40_000_000
+
+
+# Runs a command and prints its peak RSS in MB. A child's ru_maxrss also
+# counts the pages of the process it was forked from (up to its exec), so
+# the runner is started from this small Python, not from pytest.
+PEAK_RSS = ("import resource, subprocess, sys\n"
+            "status = subprocess.call(sys.argv[1:])\n"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)\n"
+            "sys.exit(status)\n")
+
+
+def run_measured(argv: list) -> tuple[int, str, int]:
+    """Run the CLI; its exit status, output and peak RSS in MB."""
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS, sys.executable, "-m", "shell_kernel",
+                           "run", *map(str, argv)], capture_output=True, text=True, timeout=300)
+    out, _, peak = proc.stdout.rstrip("\n").rpartition("\n")
+    return proc.returncode, out + proc.stderr, int(peak)
+
+
+def test_memory_does_not_grow_with_output(fleet, tmp_path):
+    """Two hosts print 40 MB each in one cell: each host's notebook keeps the
+    first megabyte (the runner's window) and a notice, as a kernel's notebook
+    keeps the first --output-limit-mb; the rest is in DIR/<host>.output/, and
+    the runner's peak RSS stays near its size with no output at all (it held
+    every host's output until the notebook was written: 300+ MB here)."""
+    lines = CHATTY_BYTES // len(LINE) // 1000 * 1000
+    notebook = write_notebook(
+        tmp_path / "nb.ipynb",
+        f"for i in $(seq {lines // 1000}); do printf '{LINE.strip()}\\n%.0s' $(seq 1000); done",
+        "echo next")
+    out_dir = tmp_path / "out"
+    status, out, peak_mb = run_measured([notebook, "--hosts", "web1,web2", "--ssh-config",
+                                         fleet.config, "--output-dir", out_dir])
+    assert status == EXIT_OK, out
+    for host in ("web1", "web2"):
+        cells = nbformat.read(out_dir / f"{host}.ipynb", as_version=4).cells
+        head, notice = cells[0].outputs
+        assert (head.name, notice.name) == ("stdout", "stderr")
+        assert head.text == (LINE * (1_000_000 // len(LINE) + 1))[:1_000_000]
+        spilled = Path(cells[0].metadata.shell_kernel["output_file"])
+        assert spilled.parent == (out_dir / f"{host}.output").absolute()
+        assert f"This cell printed more than 1 MB; output stops here and the rest of it is " \
+               f"saved in {spilled}." in notice.text
+        with open(spilled) as rest:
+            assert head.text + rest.read() == LINE * lines
+        assert cells[1].outputs[0].text == "next\n"
+    assert peak_mb < 150, f"the runner's peak RSS was {peak_mb} MB"
+
+
+# ------------------------------------------------------ targets and errors# ------------------------------------------------------ targets and errors
 def test_targets_from_list_file_and_pattern(fleet, tmp_path):
     hosts = hosts_from_list("web*", str(fleet.config))
     assert [h.name for h in hosts] == GOOD and [h.target for h in hosts] == GOOD
@@ -526,6 +578,7 @@ def test_bad_input_fails_before_anything_runs(fleet, tmp_path, capsys):
         ([tmp_path / "nope.ipynb", "--hosts", "web1", *common], "no such notebook"),
         ([good, "--batch", "2"], "--batch: only with --hosts or --inventory"),
         ([good, "--limit", "web"], "only with --hosts or --inventory"),
+        ([good, "--output-limit-mb", "2"], "only with --hosts or --inventory"),
     ]
     for argv, message in cases:
         status, out, err = run_cli(argv, capsys)
