@@ -11,6 +11,7 @@ of their own, so that "nothing left on the host" can be checked there too.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -23,7 +24,7 @@ import nbformat
 import pytest
 
 from shell_kernel.cli import main
-from shell_kernel.fleet import CellOutputs, batch_sizes, file_name
+from shell_kernel.fleet import CellOutputs, batch_sizes, file_name, file_names
 from shell_kernel.fleet_targets import (HostsError, ansible_available, hosts_from_inventory,
                                         hosts_from_list)
 from shell_kernel.runner import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RunError
@@ -203,7 +204,8 @@ def test_summary_json_field_by_field(main_run):
     # cells: 0 parameters, 1 injected, 2 echo, 3 the failing one, 4 empty, 5 display
     for name in ("web1", "web2", "web4"):
         host = hosts[name]
-        assert set(host) == {"status", "error", "cells"}
+        assert set(host) == {"status", "error", "cells", "notebook"}
+        assert host["notebook"] == f"{name}.ipynb"
         assert host["status"] == "ok" and host["error"] is None
         assert [c["index"] for c in host["cells"]] == [0, 1, 2, 3, 5]
         assert [c["exit_code"] for c in host["cells"]] == [0, 0, 0, 0, 0]
@@ -215,7 +217,7 @@ def test_summary_json_field_by_field(main_run):
     assert failed["error"] == "cell 3 failed: ExitCode: exit status 3 from 'exit 3' (line 1)"
     assert [(c["index"], c["exit_code"]) for c in failed["cells"]] == [(0, 0), (1, 0), (2, 0), (3, 3)]
     down = hosts["down"]
-    assert down["status"] == "unreachable" and down["cells"] == []
+    assert down["status"] == "unreachable" and down["cells"] == [] and down["notebook"] is None
     assert down["error"].startswith("Could not start the shell: could not connect to ")
     assert "Unable to connect to port" in down["error"]
     rekeyed = hosts["rekeyed"]
@@ -532,6 +534,40 @@ def test_memory_does_not_grow_with_output(fleet, tmp_path):
             assert head.text + rest.read() == LINE * lines
         assert cells[1].outputs[0].text == "next\n"
     assert peak_mb < 150, f"the runner's peak RSS was {peak_mb} MB"
+
+
+def test_every_host_gets_files_of_its_own():
+    assert file_names(["fh1:2222", "fh1_2222"]) == {"fh1_2222": "fh1_2222", "fh1:2222": "fh1_2222-2"}
+    assert file_names(["a:b", "a_b-2", "a_b", "A_B"]) == {
+        "a_b-2": "a_b-2", "a_b": "a_b", "A_B": "A_B-3", "a:b": "a_b-4"}  # as on a case-blind disk
+    assert file_names(["alice@db1:22", ".hidden", ""]) == {
+        "alice@db1:22": "alice@db1_22", ".hidden": "hidden", "": "host"}
+
+
+def test_hosts_whose_names_make_one_file_name_get_one_each(fleet, tmp_path, capsys):
+    """web1:PORT and the alias web1_PORT once wrote one web1_PORT.ipynb (and
+    .output/) for both, and both report links pointed to it."""
+    port = fleet.server.port
+    config = fleet.server.write_ssh_config(tmp_path / "ssh_config", alias=f"web1 web1_{port}")
+    notebook = write_notebook(tmp_path / "nb.ipynb", 'echo "on $SHELL_KERNEL_HOST"; seq 2000')
+    out_dir = tmp_path / "out"
+    status, out, err = run_cli([notebook, "--hosts", f"web1:{port},web1_{port}", "--ssh-config",
+                                config, "--output-dir", out_dir, "--output-limit-mb", "0.001"],
+                               capsys)
+    assert status == EXIT_OK, out + err
+    files = {f"web1_{port}": f"web1_{port}", f"web1:{port}": f"web1_{port}-2"}
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(
+        [f"{name}.ipynb" for name in files.values()] + [f"{name}.output" for name in files.values()]
+        + ["summary.html", "summary.json"])
+    hosts = summary(out_dir)["hosts"]
+    links = dict(re.findall(r'<a href="([^"]+)">([^<]+)</a>', (out_dir / "summary.html").read_text()))
+    for host, name in files.items():
+        assert hosts[host]["notebook"] == f"{name}.ipynb"
+        assert links[f"{name}.ipynb"] == host
+        cell = nbformat.read(out_dir / f"{name}.ipynb", as_version=4).cells[0]
+        assert cell.outputs[0].text.startswith(f"on {host}\n1\n2\n")
+        spilled = Path(cell.metadata.shell_kernel["output_file"])
+        assert [p.name for p in (out_dir / f"{name}.output").iterdir()] == [spilled.name]
 
 
 # ------------------------------------------------------ targets and errors# ------------------------------------------------------ targets and errors
