@@ -117,7 +117,7 @@ session)."""
 
 
 def _add_fleet(run) -> None:
-    from .options import OPTIONS
+    from .options import FLEET_OUTPUT_LIMIT_MB, OPTIONS, _positive
     fleet = run.add_argument_group("many hosts", FLEET_DESCRIPTION)
     fleet.add_argument("--hosts", metavar="TARGETS",
                        help="comma-separated [USER@]HOST[:PORT] or ssh config aliases, @FILE "
@@ -145,6 +145,12 @@ def _add_fleet(run) -> None:
                             "does not end (the runner reattaches), at the cost of more "
                             "processes per host; by default a host's shell ends with its "
                             "connection, and a host that drops is failed")
+    fleet.add_argument("--output-limit-mb", type=_positive, metavar="MB",
+                       help="output of one cell kept in a host's notebook, and in the "
+                            "runner's memory until then; the rest goes to a file in "
+                            "DIR/<host>.output/, which the notebook names (default: "
+                            f"{FLEET_OUTPUT_LIMIT_MB:g}, so that many hosts at once fit "
+                            "in memory)")
     for option in OPTIONS:
         if option.name in ("ssh_config", "accept_new_host_key", "clean"):
             option.add_to(fleet)

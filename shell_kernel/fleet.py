@@ -31,6 +31,7 @@ from typing import TextIO
 from .config import KernelConfig
 from .failure import cell_error
 from .fleet_targets import FleetHost
+from .options import FLEET_OUTPUT_LIMIT_MB
 from .runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, METADATA_KEY, RAISES_TAG,
                      SKIP_TAG, CellRecorder, RunError, _label, clear_records, inject_parameters,
                      read_notebook)
@@ -56,7 +57,8 @@ class FleetOptions:
     timeout: float | None = None
     allow_errors: bool = False
     #: The SSH options every host's session is built with (ssh is set per host).
-    config: KernelConfig = field(default_factory=KernelConfig)
+    config: KernelConfig = field(
+        default_factory=lambda: KernelConfig(output_limit_mb=FLEET_OUTPUT_LIMIT_MB))
 
 
 @dataclass
@@ -142,6 +144,24 @@ def file_name(host_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@-]", "_", host_name).lstrip(".") or "host"
 
 
+def file_names(host_names: list[str]) -> dict[str, str]:
+    """Each host's file name (DIR/<name>.ipynb, DIR/<name>.output/), one per
+    host even where file_name makes two names one (fh1:2222 and fh1_2222) or
+    only case tells them apart (a case-insensitive disk): a host whose name is
+    a file name as it is keeps it, the others get -2, -3, ... in host order."""
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for host in sorted(host_names, key=lambda host: file_name(host) != host):  # stable
+        stem = candidate = file_name(host)
+        number = 1
+        while candidate.casefold() in taken:
+            number += 1
+            candidate = f"{stem}-{number}"
+        taken.add(candidate.casefold())
+        names[host] = candidate
+    return names
+
+
 class CellOutputs:
     """Output of one cell as nbformat outputs: streams merged as nbclient
     merges them, displays with an id updated in place."""
@@ -191,6 +211,7 @@ class Fleet:
         self.nb = nb
         self.cells = runnable_cells(nb)
         self.runs = {host.name: HostRun(host) for host in options.hosts}
+        self.file_names = file_names([host.name for host in options.hosts])
         self.events = events
         self.interrupted = threading.Event()
         self.started = datetime.datetime.now(datetime.timezone.utc)
@@ -260,7 +281,7 @@ class Fleet:
 
     # ------------------------------------------------------------- one host
     def _config(self, host: FleetHost) -> KernelConfig:
-        spill = self.options.output_dir / f"{file_name(host.name)}.output"
+        spill = self.options.output_dir / f"{self.file_names[host.name]}.output"
         return replace(self.options.config, ssh=host.target, spill_dir=str(spill))
 
     def _run_host(self, run: HostRun) -> None:
@@ -369,7 +390,7 @@ class Fleet:
         nb.metadata[METADATA_KEY] = {"host": run.host.name, "target": run.host.target,
                                      "parameters": dict(self.options.parameters),
                                      "duration_s": run.duration_s}
-        path = self.options.output_dir / f"{file_name(run.host.name)}.ipynb"
+        path = self.options.output_dir / f"{self.file_names[run.host.name]}.ipynb"
         # The notebook was validated when read, and its outputs are made here
         # in the schema's shape: nbformat.write would validate it again, per host.
         path.write_text(writes_json(nb) + "\n", encoding="utf-8")
@@ -482,7 +503,8 @@ def main_fleet(args, parameters: dict[str, str]) -> int:
     notebook = Path(args.notebook)
     stem = notebook.name[:-len(".ipynb")] if notebook.name.endswith(".ipynb") else notebook.name
     config = KernelConfig(ssh_config=args.ssh_config, accept_new_host_key=args.accept_new_host_key,
-                          ephemeral=not args.durable, clean=args.clean)
+                          ephemeral=not args.durable, clean=args.clean,
+                          output_limit_mb=args.output_limit_mb or FLEET_OUTPUT_LIMIT_MB)
     return run_fleet(FleetOptions(
         notebook=notebook, hosts=hosts, parameters=parameters, jobs=args.jobs,
         output_dir=Path(args.output_dir) if args.output_dir else notebook.with_name(stem + ".fleet"),
@@ -495,5 +517,6 @@ def fleet_only_flags(args) -> list[str]:
     given = [("--limit", args.limit), ("--output-dir", args.output_dir), ("--batch", args.batch),
              ("--max-fail", args.max_fail), ("--jobs", args.jobs != DEFAULT_JOBS),
              ("--ssh-config", args.ssh_config), ("--accept-new-host-key", args.accept_new_host_key),
-             ("--durable", args.durable), ("--clean", args.clean)]
+             ("--durable", args.durable), ("--clean", args.clean),
+             ("--output-limit-mb", args.output_limit_mb is not None)]
     return [flag for flag, value in given if value]

@@ -141,7 +141,8 @@ def summary(fleet: Fleet, finished, exit_status: int) -> dict:
         "exit_status": exit_status,
         "hosts": {name: {"status": run.status, "error": run.error,
                          "cells": [{"index": cell.index, "exit_code": cell.exit_code,
-                                    "duration_s": cell.duration_s} for cell in run.cells]}
+                                    "duration_s": cell.duration_s} for cell in run.cells],
+                         "notebook": run.notebook_path.name if run.notebook_path else None}
                   for name, run in fleet.runs.items()},
     }
 

@@ -172,6 +172,11 @@ OPTIONS: tuple[KernelOption, ...] = (
                  SHELL_GROUP, _positive, "S"),
 )
 
+#: `run --hosts`: a cell's output past this goes to a file (the session's
+#: OutputLimit, as in a kernel) instead of the runner's memory, where every
+#: running host's output would be held until its notebook is written.
+FLEET_OUTPUT_LIMIT_MB = 1.0
+
 _BY_NAME = {option.name: option for option in OPTIONS}
 
 

@@ -40,7 +40,7 @@ EXIT_FAILED = 1  # a cell failed, or the kernel died or timed out
 EXIT_USAGE = 2  # bad arguments: no such notebook or kernel, bad -p (argparse uses 2 too)
 EXIT_INTERRUPTED = 130
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # full-matched: `$` would let "id\n" through
 
 
 class RunError(Exception):
@@ -49,7 +49,7 @@ class RunError(Exception):
 
 # ------------------------------------------------------------------ parameters
 def check_parameter_name(name: str) -> str:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise RunError(f"-p {name!r}: a parameter name must be a bash variable name "
                        "(letters, digits and _, not starting with a digit)")
     return name

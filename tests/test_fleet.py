@@ -11,6 +11,7 @@ of their own, so that "nothing left on the host" can be checked there too.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -23,7 +24,7 @@ import nbformat
 import pytest
 
 from shell_kernel.cli import main
-from shell_kernel.fleet import CellOutputs, batch_sizes, file_name
+from shell_kernel.fleet import CellOutputs, batch_sizes, file_name, file_names
 from shell_kernel.fleet_targets import (HostsError, ansible_available, hosts_from_inventory,
                                         hosts_from_list)
 from shell_kernel.runner import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RunError
@@ -203,7 +204,8 @@ def test_summary_json_field_by_field(main_run):
     # cells: 0 parameters, 1 injected, 2 echo, 3 the failing one, 4 empty, 5 display
     for name in ("web1", "web2", "web4"):
         host = hosts[name]
-        assert set(host) == {"status", "error", "cells"}
+        assert set(host) == {"status", "error", "cells", "notebook"}
+        assert host["notebook"] == f"{name}.ipynb"
         assert host["status"] == "ok" and host["error"] is None
         assert [c["index"] for c in host["cells"]] == [0, 1, 2, 3, 5]
         assert [c["exit_code"] for c in host["cells"]] == [0, 0, 0, 0, 0]
@@ -215,7 +217,7 @@ def test_summary_json_field_by_field(main_run):
     assert failed["error"] == "cell 3 failed: ExitCode: exit status 3 from 'exit 3' (line 1)"
     assert [(c["index"], c["exit_code"]) for c in failed["cells"]] == [(0, 0), (1, 0), (2, 0), (3, 3)]
     down = hosts["down"]
-    assert down["status"] == "unreachable" and down["cells"] == []
+    assert down["status"] == "unreachable" and down["cells"] == [] and down["notebook"] is None
     assert down["error"].startswith("Could not start the shell: could not connect to ")
     assert "Unable to connect to port" in down["error"]
     rekeyed = hosts["rekeyed"]
@@ -482,7 +484,93 @@ def test_fleet_runbook_notebook(fleet, tmp_path, capsys):
     assert "no-such-daemon: NOT RUNNING" in (out_dir / "summary.html").read_text()
 
 
-# ------------------------------------------------------ targets and errors
+# ------------------------------------------------------------------ memory
+LINE = "0123456789 the output of a chatty cell, line after line\n"
+CHATTY_BYTES = 40_000_000
+
+
+# Runs a command and prints its peak RSS in MB. A child's ru_maxrss also
+# counts the pages of the process it was forked from (up to its exec), so
+# the runner is started from this small Python, not from pytest.
+PEAK_RSS = ("import resource, subprocess, sys\n"
+            "status = subprocess.call(sys.argv[1:])\n"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)\n"
+            "sys.exit(status)\n")
+
+
+def run_measured(argv: list) -> tuple[int, str, int]:
+    """Run the CLI; its exit status, output and peak RSS in MB."""
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS, sys.executable, "-m", "shell_kernel",
+                           "run", *map(str, argv)], capture_output=True, text=True, timeout=300)
+    out, _, peak = proc.stdout.rstrip("\n").rpartition("\n")
+    return proc.returncode, out + proc.stderr, int(peak)
+
+
+def test_memory_does_not_grow_with_output(fleet, tmp_path):
+    """Two hosts print 40 MB each in one cell: each host's notebook keeps the
+    first megabyte (the runner's window) and a notice, as a kernel's notebook
+    keeps the first --output-limit-mb; the rest is in DIR/<host>.output/, and
+    the runner's peak RSS stays near its size with no output at all (it held
+    every host's output until the notebook was written: 300+ MB here)."""
+    lines = CHATTY_BYTES // len(LINE) // 1000 * 1000
+    notebook = write_notebook(
+        tmp_path / "nb.ipynb",
+        f"for i in $(seq {lines // 1000}); do printf '{LINE.strip()}\\n%.0s' $(seq 1000); done",
+        "echo next")
+    out_dir = tmp_path / "out"
+    status, out, peak_mb = run_measured([notebook, "--hosts", "web1,web2", "--ssh-config",
+                                         fleet.config, "--output-dir", out_dir])
+    assert status == EXIT_OK, out
+    for host in ("web1", "web2"):
+        cells = nbformat.read(out_dir / f"{host}.ipynb", as_version=4).cells
+        head, notice = cells[0].outputs
+        assert (head.name, notice.name) == ("stdout", "stderr")
+        assert head.text == (LINE * (1_000_000 // len(LINE) + 1))[:1_000_000]
+        spilled = Path(cells[0].metadata.shell_kernel["output_file"])
+        assert spilled.parent == (out_dir / f"{host}.output").absolute()
+        assert f"This cell printed more than 1 MB; output stops here and the rest of it is " \
+               f"saved in {spilled}." in notice.text
+        with open(spilled) as rest:
+            assert head.text + rest.read() == LINE * lines
+        assert cells[1].outputs[0].text == "next\n"
+    assert peak_mb < 150, f"the runner's peak RSS was {peak_mb} MB"
+
+
+def test_every_host_gets_files_of_its_own():
+    assert file_names(["fh1:2222", "fh1_2222"]) == {"fh1_2222": "fh1_2222", "fh1:2222": "fh1_2222-2"}
+    assert file_names(["a:b", "a_b-2", "a_b", "A_B"]) == {
+        "a_b-2": "a_b-2", "a_b": "a_b", "A_B": "A_B-3", "a:b": "a_b-4"}  # as on a case-blind disk
+    assert file_names(["alice@db1:22", ".hidden", ""]) == {
+        "alice@db1:22": "alice@db1_22", ".hidden": "hidden", "": "host"}
+
+
+def test_hosts_whose_names_make_one_file_name_get_one_each(fleet, tmp_path, capsys):
+    """web1:PORT and the alias web1_PORT once wrote one web1_PORT.ipynb (and
+    .output/) for both, and both report links pointed to it."""
+    port = fleet.server.port
+    config = fleet.server.write_ssh_config(tmp_path / "ssh_config", alias=f"web1 web1_{port}")
+    notebook = write_notebook(tmp_path / "nb.ipynb", 'echo "on $SHELL_KERNEL_HOST"; seq 2000')
+    out_dir = tmp_path / "out"
+    status, out, err = run_cli([notebook, "--hosts", f"web1:{port},web1_{port}", "--ssh-config",
+                                config, "--output-dir", out_dir, "--output-limit-mb", "0.001"],
+                               capsys)
+    assert status == EXIT_OK, out + err
+    files = {f"web1_{port}": f"web1_{port}", f"web1:{port}": f"web1_{port}-2"}
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(
+        [f"{name}.ipynb" for name in files.values()] + [f"{name}.output" for name in files.values()]
+        + ["summary.html", "summary.json"])
+    hosts = summary(out_dir)["hosts"]
+    links = dict(re.findall(r'<a href="([^"]+)">([^<]+)</a>', (out_dir / "summary.html").read_text()))
+    for host, name in files.items():
+        assert hosts[host]["notebook"] == f"{name}.ipynb"
+        assert links[f"{name}.ipynb"] == host
+        cell = nbformat.read(out_dir / f"{name}.ipynb", as_version=4).cells[0]
+        assert cell.outputs[0].text.startswith(f"on {host}\n1\n2\n")
+        spilled = Path(cell.metadata.shell_kernel["output_file"])
+        assert [p.name for p in (out_dir / f"{name}.output").iterdir()] == [spilled.name]
+
+
+# ------------------------------------------------------ targets and errors# ------------------------------------------------------ targets and errors
 def test_targets_from_list_file_and_pattern(fleet, tmp_path):
     hosts = hosts_from_list("web*", str(fleet.config))
     assert [h.name for h in hosts] == GOOD and [h.target for h in hosts] == GOOD
@@ -526,6 +614,7 @@ def test_bad_input_fails_before_anything_runs(fleet, tmp_path, capsys):
         ([tmp_path / "nope.ipynb", "--hosts", "web1", *common], "no such notebook"),
         ([good, "--batch", "2"], "--batch: only with --hosts or --inventory"),
         ([good, "--limit", "web"], "only with --hosts or --inventory"),
+        ([good, "--output-limit-mb", "2"], "only with --hosts or --inventory"),
     ]
     for argv, message in cases:
         status, out, err = run_cli(argv, capsys)
@@ -533,6 +622,32 @@ def test_bad_input_fails_before_anything_runs(fleet, tmp_path, capsys):
         assert message in err, (argv, err)
     assert not (tmp_path / "good.fleet").exists()
     assert fleet.logins() == logins
+
+
+def test_shell_metacharacters_in_a_user_are_refused(fleet, tmp_path, capsys):
+    """CVE-2023-51385: a user from --hosts, a host file or an inventory went
+    unquoted into the ProxyCommand (which runs through the shell): refused, as
+    OpenSSH refuses it, naming the target, before anything runs."""
+    mark = tmp_path / "mark"
+    config = tmp_path / "ssh_config"
+    config.write_text("Host jumped\n    ProxyCommand true %h %p %r\n")
+    notebook = write_notebook(tmp_path / "nb.ipynb", "true")
+    listing = tmp_path / "hosts.txt"
+    listing.write_text(f"web1\nx`id>{mark}`@jumped\n")
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(f"all:\n  hosts:\n    jumped:\n      ansible_user: 'x;id>{mark};'\n")
+    cases = [(["--hosts", f"x$(id>{mark})@jumped"], f"--hosts: 'x$(id>{mark})@jumped'"),
+             (["--hosts", f"web1,@{listing}"], f"@{listing}: 'x`id>{mark}`@jumped'")]
+    if ansible_available():
+        cases.append((["--inventory", inventory],
+                      f"--inventory {inventory}: host jumped: 'x;id>{mark};@jumped'"))
+    for flags, message in cases:
+        status, out, err = run_cli([notebook, *flags, "--ssh-config", config,
+                                    "--output-dir", tmp_path / "out"], capsys)
+        assert status == EXIT_USAGE, (flags, out, err)
+        assert message in err and "shell metacharacter" in err, err
+        assert not mark.exists()
+    assert not (tmp_path / "out").exists()
 
 
 # --------------------------------------------------------------- ansible

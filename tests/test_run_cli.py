@@ -129,12 +129,25 @@ def test_notebook_without_a_kernel_needs_kernel_option(tmp_path, capsys):
     assert "names no kernel in its metadata; give one with --kernel NAME" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["1abc", "a-b", "has space", "", "x=y", "$x"])
+@pytest.mark.parametrize("name", ["1abc", "a-b", "has space", "", "x=y", "$x", "id\n"])
 def test_bad_parameter_names(name, tmp_path, capsys):
     path = notebook("echo hi", path=tmp_path / "nb.ipynb")
     assert main(["run", str(path), "-p", name, "value"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert f"-p {name!r}: a parameter name must be a bash variable name" in err
+
+
+@pytest.mark.timeout(120)
+def test_a_name_with_a_newline_runs_nothing(jupyter_prefix, tmp_path):
+    """`-p $'NAME\\n' v` once made the line `NAME\n='v'`: bash ran NAME."""
+    path = notebook("ran() { touch ran; }", ("x=0", ["parameters"]), "echo hi",
+                    path=tmp_path / "nb.ipynb")
+    for where in ([], ["--hosts", "nowhere.invalid"]):
+        result = cli([str(path), "-p", "ran\n", "v", *where], tmp_path)
+        assert result.returncode == EXIT_USAGE, result.stdout + result.stderr
+        assert "-p 'ran\\n': a parameter name must be a bash variable name" in result.stderr
+        assert not (tmp_path / "ran").exists()
+        assert not (tmp_path / "nb.out.ipynb").exists() and not (tmp_path / "nb.fleet").exists()
 
 
 def test_parameter_without_value(tmp_path, capsys):

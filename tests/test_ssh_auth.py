@@ -129,6 +129,40 @@ def test_proxycommand_tokens_are_expanded_with_the_final_host_port_and_user(tmp_
     assert target.proxy_command == "exec connect-to 127.0.0.9 2222 alice jumpy 100% ~/x"
 
 
+@pytest.mark.parametrize("user", ["x$(id>{mark})", "x`id>{mark}`", "x;id>{mark};", "-oX", "x|y"])
+def test_a_user_with_shell_metacharacters_is_refused_before_any_command_runs(user, tmp_path):
+    """CVE-2023-51385: %r went unquoted into ProxyCommand, which the shell runs."""
+    mark = tmp_path / "mark"
+    config = tmp_path / "cfg"
+    config.write_text("Host jumped\n    ProxyCommand true %h %p %r\n")
+    text = user.format(mark=mark) + "@jumped"
+    with pytest.raises(TargetError) as err:
+        resolve(text, str(config))
+    assert repr(text) in str(err.value) and "shell" in str(err.value)
+    with pytest.raises(TargetError, match="'-oProxyCommand': the host '-oProxyCommand' holds"):
+        resolve("-oProxyCommand", str(config))  # a host cannot pass for an option either
+    assert not mark.exists()
+
+
+def test_proxycommand_tokens_are_quoted_for_the_shell(tmp_path):
+    """Values from the ssh config itself (which OpenSSH does not check) reach the
+    command as one word each, whatever they hold."""
+    mark = tmp_path / "mark"
+    config = tmp_path / "cfg"
+    config.write_text(f"Host jumped\n    HostName h$(id>{mark})\n    User x$(id>{mark}) 'y\n"
+                      f"    ProxyCommand printf '%%s\\n' %h %p %r %n >&2; exit 3\n")
+    target = resolve("jumped", str(config))
+    from shell_kernel.backends.proxy_command import ProxyCommandSocket
+    sock = ProxyCommandSocket.start(target.proxy_command)
+    try:
+        wait_until(lambda: sock.failure() is not None, timeout=REPLY_TIMEOUT)
+        said = sock.failure()
+    finally:
+        sock.close()
+    assert f"saying: h$(id>{mark})\n22\nx$(id>{mark}) 'y\njumped." in said
+    assert not mark.exists()
+
+
 def test_proxycommand_runs_in_the_users_shell_with_exec(server, ssh_kernel, tmp_path):
     """`exec`, redirections and quotes work, because the shell runs the command."""
     proxy_log = tmp_path / "proxy log"

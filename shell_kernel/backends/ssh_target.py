@@ -6,6 +6,7 @@ import functools
 import getpass
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,10 +68,25 @@ def parse_target(text: str) -> tuple[str | None, str, int | None]:
     if not match:
         raise TargetError(f"{text!r} is not an SSH target; write [USER@]HOST[:PORT], "
                           "e.g. alice@db1.example.com:2222 or an alias from your ssh config")
-    port = match.group("port")
+    user, host, port = match.group("user"), match.group("host"), match.group("port")
+    if host.startswith("-") or (user is not None and not _valid_user(user)):
+        # OpenSSH 9.6 refuses these too (CVE-2023-51385): %r and %h reach commands
+        # such as ProxyCommand, which the shell runs, and "-..." reads as an option.
+        what = f"the user {user!r}" if host[0] != "-" else f"the host {host!r}"
+        raise TargetError(f"{text!r}: {what} holds shell metacharacters or starts with '-', "
+                          "which OpenSSH refuses on the command line as well; write the "
+                          "real name, or set an unusual one with User in the ssh config")
     if port is not None and not 0 < int(port) < 65536:
         raise TargetError(f"port {port} in {text!r} is out of range")
-    return match.group("user"), match.group("host").strip("[]"), int(port) if port else None
+    return user, host.strip("[]"), int(port) if port else None
+
+
+def _valid_user(user: str) -> bool:
+    """OpenSSH's valid_ruser() (ssh.c): no shell quoting, command or grouping
+    characters, no control characters, no leading '-' nor a trailing backslash."""
+    return not (user.startswith("-") or user.endswith("\\")
+                or any(char in "'`\";&<>|(){}" or ord(char) < 32 or ord(char) == 127
+                       for char in user))
 
 
 def default_config_file() -> str:
@@ -163,9 +179,13 @@ def _paths(paths: list[str]) -> list[str]:
 
 
 def _expand_proxy_command(command: str, target: SSHTarget, path: str) -> str:
-    """The tokens OpenSSH expands in ProxyCommand: %h %p %r %n and %%."""
-    values = {"h": target.hostname, "p": str(target.port), "r": target.user, "n": target.alias,
-              "%": "%"}
+    """The tokens OpenSSH expands in ProxyCommand: %h %p %r %n and %%, each one
+    word for the shell."""
+    # Each value is quoted for the shell that runs the command: the ssh config's
+    # HostName and User are not checked as command-line names are.
+    values = {key: shlex.quote(value) for key, value in (
+        ("h", target.hostname), ("p", str(target.port)), ("r", target.user), ("n", target.alias))}
+    values["%"] = "%"
 
     def value_of(token: re.Match) -> str:
         if token.group(1) not in values:
