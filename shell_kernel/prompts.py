@@ -120,7 +120,14 @@ class InputTerminal:
         self._path: str | None = None
         self._settled = threading.Event()  # the path is known, or never will be
         self._terminal: Terminal = backend.open_terminal(
-            WATCH_SCRIPT, [token, str(shell_pid), state_dir], self._on_data)
+            WATCH_SCRIPT, [str(shell_pid), state_dir], self._on_data)
+        # On the terminal, where only the watcher reads it (no cell reads the
+        # terminal before the watcher gave its path): never in an argv.
+        try:
+            self._terminal.write(token.encode() + b"\n")
+        except BackendError:
+            self._terminal.close()
+            raise
 
     def _on_data(self, data: bytes) -> None:
         if not data:

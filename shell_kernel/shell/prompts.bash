@@ -1,10 +1,13 @@
 # shell_kernel: notice the cell's processes that wait for input. Bash, beside the shell.
 #
-#   bash prompts.bash TOKEN SHELL_PID STATE_DIR
+#   bash prompts.bash SHELL_PID STATE_DIR
 #
 # Runs under a pseudo-terminal of its own (its controlling terminal), which
 # is the standard input of every cell: what the kernel writes to the
-# terminal's other side is what the cell reads. This script never reads it.
+# terminal's other side is what the cell reads. This script reads only its
+# first line, the frames' token, which the kernel writes first, before any
+# cell can read the terminal: in argv, any user could read it (ps), and
+# forge frames in output a cell prints.
 # It writes frames (\036\037TOKEN\037KIND\037FIELD...\037\036) to the terminal:
 #   tty PATH                                 once, first: the path cells open
 #   reading PID READS ECHO LINES NAME PARENT MARKED
@@ -25,9 +28,10 @@
 # while the shell runs a cell, so cells that never read cost nothing.
 # Linux only (/proc); elsewhere it reports nothing and cells get end-of-file.
 
-token=$1 shell=$2 dir=$3
+shell=$1 dir=$2
 umask 077  # its files in the state directory are private, like the shell's
 tty=$(tty 2>/dev/null) || exit 0
+IFS= builtin read -r token || exit 0
 exec </dev/null 2>/dev/null
 # The askpass helper (SSH_ASKPASS, SUDO_ASKPASS, GIT_ASKPASS: see
 # session.bash) asks its question ($1) through this terminal, which it finds
