@@ -59,6 +59,9 @@ class Prompt:
     password: bool
     command: str  # what asked, for messages: "read", "python3", "ssh"...
     key: tuple  # (pid, read number) of the read it answers
+    #: It reads so many keys (read -n1): the answer's keys go, not the Enter
+    #: that sent it, which would stay for the next read.
+    keys: bool = False
     #: Set when the read is over without an answer (it timed out, the cell
     #: ended or was interrupted): the question is moot.
     over: threading.Event = field(default_factory=threading.Event)
@@ -76,7 +79,8 @@ def make_prompt(frame: protocol.ReadingFrame, text: str, shell_pid: int) -> Prom
     # Echo off in line mode is a password (read -s, askpass); in key mode it
     # is readline, which echoes by itself.
     password = (not frame.echo and frame.lines) or bool(_SECRET.search(text))
-    return Prompt(text, password, asking_command(frame, shell_pid), (frame.pid, frame.reads))
+    return Prompt(text, password, asking_command(frame, shell_pid), (frame.pid, frame.reads),
+                  keys=frame.keys)
 
 
 def needs_terminal(frame: protocol.ReadingFrame) -> bool:
@@ -98,11 +102,13 @@ def no_input_notice(command: str) -> str:
             "parameter).\n")
 
 
-def answer_bytes(answer: str | None) -> bytes:
-    """What to write to the terminal for an answer (None: end-of-file)."""
+def answer_bytes(answer: str | None, keys: bool = False) -> bytes:
+    """What to write to the terminal for an answer (None: end-of-file); for
+    a read of keys, the keys typed, or Enter for an empty answer."""
     if answer is None or answer in EOF_ANSWERS:
         return b"\x04"
-    return _CONTROLS.sub("", answer).encode("utf-8", "replace") + b"\n"
+    typed = _CONTROLS.sub("", answer).encode("utf-8", "replace")
+    return typed if keys and typed else typed + b"\n"
 
 
 class InputTerminal:
@@ -148,9 +154,9 @@ class InputTerminal:
         self._settled.wait(timeout)
         return self._path
 
-    def answer(self, answer: str | None) -> None:
+    def answer(self, answer: str | None, keys: bool = False) -> None:
         try:
-            self._terminal.write(answer_bytes(answer))
+            self._terminal.write(answer_bytes(answer, keys))
         except BackendError as err:
             log.info("could not deliver an answer: %s", err)
 

@@ -436,7 +436,7 @@ class ShellSession:
                 continue
             answer = cell.ask(prompt)
             if not prompt.over.is_set() and terminal is not None:
-                terminal.answer(answer)
+                terminal.answer(answer, prompt.keys)
             del answer  # perhaps a password: not kept
             with self._cond:
                 cell.prompt = None

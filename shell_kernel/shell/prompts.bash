@@ -10,12 +10,15 @@
 # forge frames in output a cell prints.
 # It writes frames (\036\037TOKEN\037KIND\037FIELD...\037\036) to the terminal:
 #   tty PATH                                 once, first: the path cells open
-#   reading PID READS ECHO LINES NAME PARENT MARKED
+#   reading PID READS ECHO LINES NAME PARENT MARKED KEYS
 #                                            a process blocked reading the terminal
 #   done PID READS                           that read is over (answered, timed out, gone)
 # READS (the process's count of read calls) tells one read from the next;
 # ECHO is 0 when the terminal does not echo (read -s, a password prompt);
 # LINES is 0 when it delivers keys, not lines (-icanon: vim, top, readline);
+# KEYS is 1 when it delivers keys and still turns Enter into a newline
+# (icrnl): a read of so many keys (read -n1), not a line editor or a
+# full-screen program, which turn that off to tell Enter from Ctrl-J;
 # MARKED is 1 when a barrier frame with the nonce read.PID.READS went on the
 # shell's stdout and stderr (its descriptors 61 and 62, where the cells write)
 # first: behind whatever the process printed before it read, its prompt.
@@ -123,10 +126,11 @@ waiting() {
 # name and the terminal's modes (a fork for stty, once per read). With
 # KEYS_ONLY, only if the terminal is in key mode (else returns 2).
 report() {
-  local pid=$1 reads_done=$2 keys_only=$3 name= stat ppid parent= echo=1 lines=1 modes marked fd
+  local pid=$1 reads_done=$2 keys_only=$3 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd
   modes=" $(stty -a < "$tty") "
   case $modes in *[[:space:]]-echo[[:space:]]*) echo=0 ;; esac
-  case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 ;; esac
+  case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 keys=1 ;; esac
+  case $modes in *[[:space:]]-icrnl[[:space:]]*) keys=0 ;; esac
   if [[ -n $keys_only && $lines == 1 ]]; then builtin return 2; fi
   builtin read -r name < "/proc/$pid/comm"
   builtin read -r stat < "/proc/$pid/stat"
@@ -138,8 +142,8 @@ report() {
     builtin printf '\036\037%s\037barrier\037read.%s.%s\037\036' "$token" "$pid" "$reads_done" \
       2>/dev/null > "/proc/$shell/fd/$fd" || marked=0
   done
-  builtin printf '\036\037%s\037reading\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037\036\n' \
-    "$token" "$pid" "$reads_done" "$echo" "$lines" "$name" "$parent" "$marked"
+  builtin printf '\036\037%s\037reading\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037\036\n' \
+    "$token" "$pid" "$reads_done" "$echo" "$lines" "$name" "$parent" "$marked" "$keys"
 }
 
 reported=()  # "pid:reads" of the reads reported and not yet over
