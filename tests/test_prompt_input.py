@@ -41,6 +41,17 @@ def test_nothing_typed_for_a_line_reaches_the_next_cell(kernel):
     timed_out_read(kernel)
 
 
+def test_what_a_read_left_of_its_answer_goes_when_it_ends(kernel):
+    """head -c 2 takes two bytes of the line: the rest goes once it ended,
+    before a later read in the same cell (the sleep: time for the terminal's
+    watcher, which looks every 50 ms, to see it end)."""
+    answers = ["abcdef", None]
+    msg_id = kernel.start("head -c 2; echo; sleep 3; read -t 2 x; echo \"rc=$? x=$x\"",
+                          allow_stdin=True)
+    execution = kernel.collect(msg_id, answer=lambda prompt, password: answers.pop(0))
+    assert execution.stdout == "ab\nrc=142 x=\n"
+
+
 def test_an_empty_answer_to_a_key_read_is_enter(kernel):
     execution = kernel.answering("read -n1 -p 'Press any key ' c; echo \"[$c]\"", [""])
     assert execution.stdout == "[]\n"

@@ -35,7 +35,7 @@ shell=$1 dir=$2
 umask 077  # its files in the state directory are private, like the shell's
 tty=$(tty 2>/dev/null) || exit 0
 IFS= builtin read -r token || exit 0
-exec </dev/null 2>/dev/null
+exec 8<&0 </dev/null 2>/dev/null  # 8: to discard what no read took (see discard)
 # The askpass helper (SSH_ASKPASS, SUDO_ASKPASS, GIT_ASKPASS: see
 # session.bash) asks its question ($1) through this terminal, which it finds
 # in $dir/tty (git gives it no standard input). Its name is what the kernel
@@ -146,6 +146,22 @@ report() {
     "$token" "$pid" "$reads_done" "$echo" "$lines" "$name" "$parent" "$marked" "$keys"
 }
 
+# Once a process that read is gone (its read over, the terminal no longer
+# its input) and no read waits, what the terminal still holds was typed for
+# it and not read (the rest of a line after head -c1): it goes, lest the
+# next read take it. The kernel answers reported reads only, so nothing here
+# is meant for a read to come; and a process still there may yet be taking
+# its answer (bash's read takes a byte per call). Whole lines only, which
+# needs no change of the terminal's modes (a cell's program may be setting
+# them); bash 3.2 has no read -t 0, and keeps them.
+discard() {
+  local line
+  (( BASH_VERSINFO[0] >= 4 )) || builtin return 0
+  while builtin read -r -t 0 -u 8; do
+    IFS= builtin read -r -t 0.01 -u 8 line || builtin return 0
+  done
+}
+
 reported=()  # "pid:reads" of the reads reported and not yet over
 waiters=" "  # "pid:reads" of processes found merely waiting (line mode), not reported
 while [[ -e /proc/$shell ]]; do
@@ -168,12 +184,15 @@ while [[ -e /proc/$shell ]]; do
   else
     waiters=" "
   fi
+  over=
   for key in "${reported[@]}"; do
     if [[ " ${still[*]} " != *" $key "* ]]; then
       builtin printf '\036\037%s\037done\037%s\037%s\037\036\n' "$token" "${key%:*}" "${key#*:}" \
         || exit 0
+      [[ /proc/${key%:*}/fd/0 -ef $tty ]] || over=yes
     fi
   done
   reported=("${still[@]}")
+  if [[ -n $over ]] && (( ! ${#reported[@]} )); then discard; fi
   if (( ${#reported[@]} )) || ! shell_idle; then pause 0.05; else pause 0.2; fi
 done
