@@ -52,6 +52,9 @@ class Coalescer:
         #: come in before the lines its command printed on stdout earlier.
         self._partial_since: dict[str, float] = {}
         self._lines_held = False  # held output holds more than partial lines
+        #: Per stream, the line it was on when its output last went out, in
+        #: the order the streams last brought some (see take_partial).
+        self._shown: dict[str, str] = {}
 
     def add(self, stream: str, text: str) -> None:
         if not text:
@@ -102,14 +105,21 @@ class Coalescer:
         """The held output ends with a partial line, on either stream."""
         return bool(self._partial_since)
 
-    def take_partial(self) -> tuple[str, str]:
+    def take_partial(self, shown: bool = False) -> tuple[str, str]:
         """Remove a trailing partial line from the held output and return
         (its stream, its text): the later one when both streams end with one;
-        the text is "" when there is none."""
+        the text is "" when there is none. With `shown`, and no partial line
+        held, the partial line that already went out as output, if nothing
+        came on its stream since: a prompt reported after its hold."""
         streams = self._streams_with_partials()
-        if not streams:
-            return "stdout", ""
-        return streams[-1], self._cut_partial(streams[-1])
+        if streams:
+            self._shown.pop(streams[-1], None)  # that line is the prompt's, not a later one's
+            return streams[-1], self._cut_partial(streams[-1])
+        held = {stream for stream, _ in self._parts}
+        for stream in reversed(self._shown if shown else ()):
+            if self._shown[stream] and stream not in held:
+                return stream, self._shown.pop(stream)
+        return "stdout", ""
 
     def _streams_with_partials(self) -> list[str]:
         """The streams whose held output ends with a partial line, in the
@@ -142,7 +152,12 @@ class Coalescer:
         parts, self._parts, self._size, self._since = self._parts, [], 0, None
         self._partial_since, self._lines_held = {}, False
         for stream, texts in parts:
-            self._sink(stream, "".join(texts))
+            text = "".join(texts)
+            cut = max(text.rfind("\n"), text.rfind("\r")) + 1
+            line = text[cut:] if cut else self._shown.pop(stream, "") + text
+            self._shown.pop(stream, None)
+            self._shown[stream] = line  # last: the order the streams went out
+            self._sink(stream, text)
 
     def discard(self) -> None:
         """Drop the held output (the screen was cleared before it was shown)."""

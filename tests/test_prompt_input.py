@@ -3,6 +3,8 @@ prompt's text reaches the notebook, on both backends, under load too."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 
@@ -76,3 +78,17 @@ def test_every_prompts_text_is_complete_under_load(kernel, busy_cpus):
         assert execution.stdout == "[one]\n[one/two]\n"
         assert execution.stderr == ""  # the prompts' texts are not output too
 
+
+
+def test_a_prompt_reported_after_its_hold_keeps_its_text(start_kernel, tmp_path):
+    """The watcher's report comes a second late (its stty is slow, as on a
+    host under load), after the text was held 0.4 s and went out as output:
+    the prompt still has its text (shown twice rather than lost)."""
+    slow = tmp_path / "slow-bin"
+    slow.mkdir()
+    (slow / "stty").write_text(f"#!/bin/sh\nsleep 1\nexec {shutil.which('stty')} \"$@\"\n")
+    (slow / "stty").chmod(0o755)
+    kernel = start_kernel(PATH=f"{slow}{os.pathsep}{os.environ['PATH']}")
+    execution = kernel.answering("read -p 'late: ' x; echo \"[$x]\"", ["v"])
+    assert execution.prompts == [("late: ", False)]
+    assert execution.stdout == "[v]\n"

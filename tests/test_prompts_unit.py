@@ -91,6 +91,33 @@ def test_partial_lines_on_both_streams_are_held_and_the_later_is_taken():
     assert sent == [("stdout", "working")]
 
 
+def test_a_prompts_text_gone_out_as_output_can_still_be_its_text():
+    """A read reported after the hold (a loaded host): its text is the line
+    already shown, if nothing came on that stream since."""
+    c, sent, clock = coalescer()
+    c.add("stdout", "3\n")
+    c.add("stderr", "Pass")
+    c.add("stderr", "word: ")
+    clock.now = 0.5
+    c.flush_if_due()
+    assert sent == [("stdout", "3\n"), ("stderr", "Password: ")]
+    c.add("stdout", "late\n")  # the other stream does not matter
+    assert c.take_partial() == ("stdout", "")  # not asked: it must not be output twice
+    assert c.take_partial(shown=True) == ("stderr", "Password: ")
+    assert c.take_partial(shown=True) == ("stdout", "")  # a later read's text it is not
+    clock.now = 1.0
+    c.add("stderr", "Name: ")
+    clock.now = 1.1
+    c.flush_if_due()
+    assert sent[-1] == ("stdout", "late\n")
+    assert c.take_partial() == ("stderr", "Name: ")
+    assert c.take_partial(shown=True) == ("stdout", "")
+    c.add("stderr", "\n")
+    clock.now = 2.0
+    c.flush_if_due()
+    assert c.take_partial(shown=True) == ("stdout", "")
+
+
 def test_watcher_frames_parse():
     assert protocol.parse_frame("terminal", ["tty", "/dev/pts/7"]) == protocol.TtyFrame("/dev/pts/7")
     assert protocol.parse_frame("terminal", ["reading", "42", "7", "0", "1", "sk-askpass",
