@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from pathlib import Path
+
+import pytest
+
+from test_durable_hosts import Host
+from test_named_sessions import stop_sessions
 
 HEX_WORD = re.compile(rb"(?<![0-9A-Za-z])[0-9a-f]{16}(?![0-9A-Za-z])")
 
@@ -31,17 +37,41 @@ def frame_token(kernel) -> str:
     return token
 
 
-def test_no_process_shows_the_token_in_its_argv_or_environment(kernel):
-    token = frame_token(kernel).encode()
-    # While a cell runs and reads (the prompt watcher is busy), as between cells.
+def assert_token_hidden_while_reading(kernel, token: bytes) -> None:
     msg_id = kernel.start("read -t 3 x; echo done", allow_stdin=True)
     kernel.kc.get_stdin_msg(timeout=20)  # the read was reported: every helper is up
     leaks = [(pid, kind) for pid, kind, text in process_texts() if token in text]
     execution = kernel.collect(msg_id, answer=lambda prompt, password: None)
     assert execution.stdout == "done\n"
     assert leaks == []
-    leaks = [(pid, kind) for pid, kind, text in process_texts() if token in text]
-    assert leaks == []
+
+
+def test_no_process_shows_the_token_in_its_argv_or_environment(kernel):
+    token = frame_token(kernel).encode()
+    # While a cell runs and reads (the prompt watcher is busy), as between cells.
+    assert_token_hidden_while_reading(kernel, token)
+    assert [(pid, kind) for pid, kind, text in process_texts() if token in text] == []
+
+
+def test_a_named_session_and_a_kernel_attaching_to_it_hide_the_token(jupyter_prefix, tmp_path):
+    """A named session's shell outlives the kernel; the next kernel gets the
+    token from the session's private state directory and starts its own
+    watcher: neither shows it."""
+    remote_tmp = tmp_path / "remote-tmp"
+    remote_tmp.mkdir()
+    host = Host(tmp_path / "host", jupyter_prefix, {}, {"TMPDIR": str(remote_tmp)})
+    name = f"token-{secrets.token_hex(3)}"
+    try:
+        first = host.kernel("--session", name)
+        token = frame_token(first)
+        assert_token_hidden_while_reading(first, token.encode())
+        first.shutdown()  # the session stays
+        second = host.kernel("--session", name)
+        assert frame_token(second) == token  # the same shell
+        assert_token_hidden_while_reading(second, token.encode())
+    finally:
+        host.close()
+        stop_sessions(remote_tmp / f"shell_kernel-{os.getuid()}")
 
 
 def test_ps_in_a_cell_does_not_save_the_token_in_the_notebook(kernel):
@@ -70,3 +100,34 @@ def test_forged_end_frames_from_every_argv_do_not_end_a_cell(kernel, tmp_path):
     assert execution.stdout.endswith("real end\n")
     assert execution.exit_code == 7
     assert kernel.ok("pwd").strip() == home
+
+
+# A login shell reads the profile, an interactive one the rc file.
+ALLEXPORT_FILES = {".bashrc": "set -a\n", ".bash_profile": ". ~/.bashrc\n"}
+
+
+@pytest.fixture
+def allexport_kernel(backend, start_kernel, jupyter_prefix, tmp_path):
+    """A kernel whose shell's startup file turns allexport on (`set -a`):
+    each variable set after it goes into the environment of every command."""
+    if backend == "local":
+        home = tmp_path / "home"
+        home.mkdir()
+        for name, text in ALLEXPORT_FILES.items():
+            (home / name).write_text(text)
+        yield start_kernel(HOME=str(home))
+        return
+    host = Host(tmp_path / "host", jupyter_prefix, ALLEXPORT_FILES, {})
+    try:
+        yield host.kernel()
+    finally:
+        host.close()
+
+
+def test_a_startup_file_with_allexport_does_not_export_the_token(allexport_kernel):
+    token = frame_token(allexport_kernel)
+    assert "a" in allexport_kernel.ok("echo $-")  # the user's setting stays
+    listing = allexport_kernel.ok("env; ps axe -o args; sleep 1 & cat /proc/$!/environ; wait")
+    assert "PATH=" in listing
+    assert token not in listing
+    assert [(pid, kind) for pid, kind, text in process_texts() if token.encode() in text] == []

@@ -16,6 +16,9 @@
 # `declare -p` and `env` never print raw, so no state dump can fake one.
 
 exec 61>&1 62>&2 1>/dev/null 2>/dev/null
+# The token authenticates the frames: never in a command's environment (an
+# rc file's `set -a` exported it), where `env` or `ps e` in a cell shows it.
+builtin export -n __shell_kernel_token
 
 __shell_kernel_pid=$$
 # What this script creates is private: umask 077 until its end, where the
