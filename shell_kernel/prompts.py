@@ -59,9 +59,10 @@ class Prompt:
     password: bool
     command: str  # what asked, for messages: "read", "python3", "ssh"...
     key: tuple  # (pid, read number) of the read it answers
-    #: It reads so many keys (read -n1): the answer's keys go, not the Enter
-    #: that sent it, which would stay for the next read.
-    keys: bool = False
+    #: A read of keys (read -n1): how many bytes it asked for; that many of
+    #: the answer's keys go, not the Enter that sent them, nor keys it did not
+    #: ask for, which would stay for the next read. 0: it reads a line.
+    keys: int = 0
     #: Set when the read is over without an answer (it timed out, the cell
     #: ended or was interrupted): the question is moot.
     over: threading.Event = field(default_factory=threading.Event)
@@ -102,13 +103,16 @@ def no_input_notice(command: str) -> str:
             "parameter).\n")
 
 
-def answer_bytes(answer: str | None, keys: bool = False) -> bytes:
+def answer_bytes(answer: str | None, keys: int = 0) -> bytes:
     """What to write to the terminal for an answer (None: end-of-file); for
-    a read of keys, the keys typed, or Enter for an empty answer."""
+    a read of KEYS bytes, its first KEYS characters (as read -n counts
+    them), or Enter for an empty answer."""
     if answer is None or answer in EOF_ANSWERS:
         return b"\x04"
-    typed = _CONTROLS.sub("", answer).encode("utf-8", "replace")
-    return typed if keys and typed else typed + b"\n"
+    typed = _CONTROLS.sub("", answer)
+    if keys and typed:
+        return typed[:keys].encode("utf-8", "replace")
+    return typed.encode("utf-8", "replace") + b"\n"
 
 
 class InputTerminal:
@@ -154,7 +158,7 @@ class InputTerminal:
         self._settled.wait(timeout)
         return self._path
 
-    def answer(self, answer: str | None, keys: bool = False) -> None:
+    def answer(self, answer: str | None, keys: int = 0) -> None:
         try:
             self._terminal.write(answer_bytes(answer, keys))
         except BackendError as err:

@@ -31,6 +31,15 @@ def test_a_key_read_gets_the_key_and_no_newline_for_the_next_read(kernel):
     assert execution.stdout == "[y]\nrc=142 x=\n"
 
 
+def test_a_key_read_gets_as_many_keys_as_it_asked_for(kernel):
+    """read -n1 answered "yes" takes the y: the e and s are not left for the
+    next read, which asks for itself."""
+    execution = kernel.answering("read -n1 -p 'A? ' a; read -n1 -p 'B? ' b; echo \"[$a$b]\"",
+                                 ["yes", "no"])
+    assert execution.prompts == [("A? ", False), ("B? ", False)]
+    assert execution.stdout == "[yn]\n"
+
+
 def test_nothing_typed_for_a_key_read_reaches_the_next_cell(kernel):
     execution = kernel.answering("read -n1 -p 'Continue? [y/N] ' c; echo \"[$c]\"", ["yes"])
     assert execution.stdout == "[y]\n"

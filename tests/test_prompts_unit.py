@@ -124,7 +124,7 @@ def test_watcher_frames_parse():
                                              "ssh", "1", "0"]) == \
         protocol.ReadingFrame(42, 7, False, True, "sk-askpass", "ssh", marked=True)
     assert protocol.parse_frame("terminal", ["reading", "42", "8", "1", "0", "bash", "sh", "1",
-                                             "1"]).keys
+                                             "3"]).keys == 3
     assert protocol.parse_frame("terminal", ["done", "42", "7"]) == protocol.ReadDoneFrame(42, 7)
     assert isinstance(protocol.parse_frame("terminal", ["reading", "x"]), protocol.UnknownFrame)
 
@@ -147,10 +147,14 @@ def test_answers_are_lines_and_ctrl_d_is_end_of_file():
     assert answer_bytes("^D") == answer_bytes(None) == b"\x04"
     assert answer_bytes("a\x03b\x7fc") == b"abc\n"  # no ^C or erase acted on by the terminal
     assert answer_bytes("naïve") == "naïve\n".encode()
-    # A read of keys (read -n1) gets the keys, or Enter for an empty answer.
-    assert answer_bytes("y", keys=True) == b"y"
-    assert answer_bytes("", keys=True) == b"\n"
-    assert answer_bytes(None, keys=True) == b"\x04"
+    # A read of keys (read -n1) gets as many as it asked for, or Enter for
+    # an empty answer.
+    assert answer_bytes("y", keys=1) == b"y"
+    assert answer_bytes("yes", keys=1) == b"y"
+    assert answer_bytes("yes", keys=1024) == b"yes"
+    assert answer_bytes("été", keys=1) == "é".encode()  # a character, as read -n1 takes it
+    assert answer_bytes("", keys=1) == b"\n"
+    assert answer_bytes(None, keys=1) == b"\x04"
 
 
 def test_key_driven_programs_need_a_terminal_but_shells_and_repls_do_not():

@@ -16,9 +16,10 @@
 # READS (the process's count of read calls) tells one read from the next;
 # ECHO is 0 when the terminal does not echo (read -s, a password prompt);
 # LINES is 0 when it delivers keys, not lines (-icanon: vim, top, readline);
-# KEYS is 1 when it delivers keys and still turns Enter into a newline
-# (icrnl): a read of so many keys (read -n1), not a line editor or a
-# full-screen program, which turn that off to tell Enter from Ctrl-J;
+# KEYS, when it delivers keys and still turns Enter into a newline (icrnl):
+# a read of so many keys (read -n1), not a line editor or a full-screen
+# program, which turn that off to tell Enter from Ctrl-J, is how many bytes
+# the read asked for (1 when its call does not say), else 0;
 # MARKED is 1 when a barrier frame with the nonce read.PID.READS went on the
 # shell's stdout and stderr (its descriptors 61 and 62, where the cells write)
 # first: behind whatever the process printed before it read, its prompt.
@@ -67,6 +68,7 @@ case $HOSTTYPE in  # bash knows the machine: no uname
   arm*) reads=' 3 145 180 ' selects=' 142 335 ' polls=' 168 336 252 346 ' ;;
   *) reads=' 0 ' selects=' ' polls=' ' ;;
 esac
+readv=${reads# * }; readv=${readv%% *}  # the second: its third argument counts buffers, not bytes
 
 # A pause without a fork: a read that times out on a FIFO nobody writes.
 pause() { builtin read -r -t "$1" -u 9; }
@@ -100,15 +102,17 @@ collect_tree() {
 }
 
 # Whether PID waits for input on the terminal; if so, sets $reads_done
-# (its count of read calls, which tells one read from the next), and
+# (its count of read calls, which tells one read from the next), $asked
+# (how many bytes it asked for, 1 when its call does not say) and
 # $keys_only (it only waits if the terminal is in key mode: see above).
 waiting() {
-  local pid=$1 nr arg rest line
+  local pid=$1 nr arg buf count rest line
   [[ /proc/$pid/fd/0 -ef $tty ]] || builtin return 1
-  builtin read -r nr arg rest < "/proc/$pid/syscall" || builtin return 1
-  keys_only=
+  builtin read -r nr arg buf count rest < "/proc/$pid/syscall" || builtin return 1
+  keys_only= asked=1
   if [[ $reads == *" $nr "* ]]; then
     [[ /proc/$pid/fd/$(( arg )) -ef $tty ]] || builtin return 1
+    if [[ $nr != "$readv" ]] && (( count > 0 )); then asked=$(( count )); fi
   elif [[ $selects == *" $nr "* && $arg == 0x1 ]]; then
     :
   elif [[ $selects == *" $nr "* || $polls == *" $nr "* ]]; then
@@ -122,14 +126,15 @@ waiting() {
   done < "/proc/$pid/io"
 }
 
-# Says that PID waits in its read number READS: with its name, its parent's
-# name and the terminal's modes (a fork for stty, once per read). With
-# KEYS_ONLY, only if the terminal is in key mode (else returns 2).
+# Says that PID waits in its read number READS of ASKED bytes: with its
+# name, its parent's name and the terminal's modes (a fork for stty, once
+# per read). With KEYS_ONLY, only if the terminal is in key mode (else
+# returns 2).
 report() {
-  local pid=$1 reads_done=$2 keys_only=$3 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd
+  local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd
   modes=" $(stty -a < "$tty") "
   case $modes in *[[:space:]]-echo[[:space:]]*) echo=0 ;; esac
-  case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 keys=1 ;; esac
+  case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 keys=$asked ;; esac
   case $modes in *[[:space:]]-icrnl[[:space:]]*) keys=0 ;; esac
   if [[ -n $keys_only && $lines == 1 ]]; then builtin return 2; fi
   builtin read -r name < "/proc/$pid/comm"
@@ -172,7 +177,7 @@ while [[ -e /proc/$shell ]]; do
       waiting "$pid" || continue
       if [[ $waiters == *" $pid:$reads_done "* ]]; then continue; fi
       if [[ " ${reported[*]} " != *" $pid:$reads_done "* ]]; then
-        report "$pid" "$reads_done" "$keys_only"
+        report "$pid" "$reads_done" "$asked" "$keys_only"
         case $? in
           0) ;;
           2) waiters+="$pid:$reads_done "; continue ;;
