@@ -19,7 +19,6 @@ def timed_out_read(kernel, code="read -t 2 x; echo \"rc=$? x=$x\""):
     """A cell whose read gets nothing: it asks, times out (status 142)."""
     execution = kernel.collect(kernel.start(code, allow_stdin=True), answer=unanswered)
     assert execution.stdout == "rc=142 x=\n", execution.stdout
-    return execution
 
 
 def test_a_key_read_gets_the_key_and_no_newline_for_the_next_read(kernel):
@@ -86,7 +85,6 @@ def test_every_prompts_text_is_complete_under_load(kernel, busy_cpus):
         assert execution.prompts == [("first: ", False), ("second: ", False)]
         assert execution.stdout == "[one]\n[one/two]\n"
         assert execution.stderr == ""  # the prompts' texts are not output too
-
 
 
 def test_a_prompt_reported_after_its_hold_keeps_its_text(start_kernel, tmp_path):
