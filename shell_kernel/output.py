@@ -47,8 +47,14 @@ class Coalescer:
         self._parts: list[list] = []  # [stream, [texts]]
         self._size = 0
         self._since: float | None = None
-        self._partial_since: float | None = None  # when the trailing partial line began
-        self._lines_held = False  # held output holds more than that partial line
+        #: Per stream, when the partial line its held output ends with began.
+        #: Per stream, because the streams travel apart: a prompt on stderr may
+        #: come in before the lines its command printed on stdout earlier.
+        self._partial_since: dict[str, float] = {}
+        self._lines_held = False  # held output holds more than partial lines
+        #: Per stream, the line it was on when its output last went out, in
+        #: the order the streams last brought some (see take_partial).
+        self._shown: dict[str, str] = {}
 
     def add(self, stream: str, text: str) -> None:
         if not text:
@@ -59,15 +65,14 @@ class Coalescer:
         else:
             self._lines_held |= bool(self._parts)
             self._parts.append([stream, [text]])
-            self._partial_since = None
         self._size += len(text)
         if self._since is None:
             self._since = now
         line_end = max(text.rfind("\n"), text.rfind("\r"))
         if line_end == len(text) - 1:
-            self._partial_since = None
-        elif line_end >= 0 or self._partial_since is None:
-            self._partial_since = now
+            self._partial_since.pop(stream, None)
+        elif line_end >= 0 or stream not in self._partial_since:
+            self._partial_since[stream] = now
         self._lines_held |= line_end >= 0
         if self._size >= self._max:
             self.flush()
@@ -77,59 +82,87 @@ class Coalescer:
         if self._since is None:
             return None
         due = self._since + self.interval
-        if self.partial_hold and not self._lines_held and self._partial_since is not None:
-            due = max(due, self._partial_since + self.partial_hold)
+        if self.partial_hold and not self._lines_held and self._partial_since:
+            due = max(due, min(self._partial_since.values()) + self.partial_hold)
         return due
 
     def flush_if_due(self) -> None:
         now = self._clock()
         if self._since is None or now < self._since + self.interval:
             return
-        if self.partial_hold and self._partial_since is not None \
-                and now < self._partial_since + self.partial_hold:
-            started = self._partial_since
-            stream, text = self.take_partial()
-            self.flush()
-            if text:
-                self._parts, self._size, self._since = [[stream, [text]]], len(text), started
-                self._partial_since = started
-        else:
-            self.flush()
+        held = [stream for stream in self._streams_with_partials()
+                if self.partial_hold and now < self._partial_since[stream] + self.partial_hold]
+        kept = [(stream, self._partial_since[stream], self._cut_partial(stream)) for stream in held]
+        self.flush()
+        for stream, since, text in kept:
+            self._parts.append([stream, [text]])
+            self._size += len(text)
+            self._partial_since[stream] = since
+            self._since = min(since, self._since if self._since is not None else since)
 
     @property
     def holds_partial(self) -> bool:
-        """The held output ends with a partial line."""
-        return self._partial_since is not None
+        """The held output ends with a partial line, on either stream."""
+        return bool(self._partial_since)
 
-    def take_partial(self) -> tuple[str, str]:
-        """Remove the trailing partial line from the held output and return
-        (its stream, its text); the text is "" when there is none."""
-        if self._partial_since is None or not self._parts:
-            return "stdout", ""
-        stream, texts = self._parts[-1]
-        text = "".join(texts)
+    def take_partial(self, shown: bool = False) -> tuple[str, str]:
+        """Remove a trailing partial line from the held output and return
+        (its stream, its text): the later one when both streams end with one;
+        the text is "" when there is none. With `shown`, and no partial line
+        held, the partial line that already went out as output, if nothing
+        came on its stream since: a prompt reported after its hold."""
+        streams = self._streams_with_partials()
+        if streams:
+            self._shown.pop(streams[-1], None)  # that line is the prompt's, not a later one's
+            return streams[-1], self._cut_partial(streams[-1])
+        held = {stream for stream, _ in self._parts}
+        for stream in reversed(self._shown if shown else ()):
+            if self._shown[stream] and stream not in held:
+                return stream, self._shown.pop(stream)
+        return "stdout", ""
+
+    def _streams_with_partials(self) -> list[str]:
+        """The streams whose held output ends with a partial line, in the
+        order of their last parts."""
+        last = {stream: at for at, (stream, _) in enumerate(self._parts)}
+        return sorted((stream for stream in self._partial_since if stream in last),
+                      key=last.__getitem__)
+
+    def _cut_partial(self, stream: str) -> str:
+        """Remove STREAM's trailing partial line from the held output; return it."""
+        self._partial_since.pop(stream, None)
+        at = max((at for at, (name, _) in enumerate(self._parts) if name == stream), default=None)
+        if at is None:
+            return ""
+        text = "".join(self._parts[at][1])
         cut = max(text.rfind("\n"), text.rfind("\r")) + 1
         partial, rest = text[cut:], text[:cut]
         if rest:
-            self._parts[-1][1] = [rest]
+            self._parts[at][1] = [rest]
         else:
-            self._parts.pop()
+            del self._parts[at]
+            if 0 < at < len(self._parts) and self._parts[at - 1][0] == self._parts[at][0]:
+                self._parts[at - 1][1] += self._parts.pop(at)[1]  # neighbours of one stream
         self._size -= len(partial)
-        self._partial_since = None
         if not self._parts:
             self._since, self._lines_held = None, False
-        return stream, partial
+        return partial
 
     def flush(self) -> None:
         parts, self._parts, self._size, self._since = self._parts, [], 0, None
-        self._partial_since, self._lines_held = None, False
+        self._partial_since, self._lines_held = {}, False
         for stream, texts in parts:
-            self._sink(stream, "".join(texts))
+            text = "".join(texts)
+            cut = max(text.rfind("\n"), text.rfind("\r")) + 1
+            line = text[cut:] if cut else self._shown.pop(stream, "") + text
+            self._shown.pop(stream, None)
+            self._shown[stream] = line  # last: the order the streams went out
+            self._sink(stream, text)
 
     def discard(self) -> None:
         """Drop the held output (the screen was cleared before it was shown)."""
         self._parts, self._size, self._since = [], 0, None
-        self._partial_since, self._lines_held = None, False
+        self._partial_since, self._lines_held = {}, False
 
 
 class OutputLimit:

@@ -59,6 +59,10 @@ class Prompt:
     password: bool
     command: str  # what asked, for messages: "read", "python3", "ssh"...
     key: tuple  # (pid, read number) of the read it answers
+    #: A read of keys (read -n1): how many bytes it asked for; that many of
+    #: the answer's keys go, not the Enter that sent them, nor keys it did not
+    #: ask for, which would stay for the next read. 0: it reads a line.
+    keys: int = 0
     #: Set when the read is over without an answer (it timed out, the cell
     #: ended or was interrupted): the question is moot.
     over: threading.Event = field(default_factory=threading.Event)
@@ -76,7 +80,8 @@ def make_prompt(frame: protocol.ReadingFrame, text: str, shell_pid: int) -> Prom
     # Echo off in line mode is a password (read -s, askpass); in key mode it
     # is readline, which echoes by itself.
     password = (not frame.echo and frame.lines) or bool(_SECRET.search(text))
-    return Prompt(text, password, asking_command(frame, shell_pid), (frame.pid, frame.reads))
+    return Prompt(text, password, asking_command(frame, shell_pid), (frame.pid, frame.reads),
+                  keys=frame.keys)
 
 
 def needs_terminal(frame: protocol.ReadingFrame) -> bool:
@@ -98,11 +103,16 @@ def no_input_notice(command: str) -> str:
             "parameter).\n")
 
 
-def answer_bytes(answer: str | None) -> bytes:
-    """What to write to the terminal for an answer (None: end-of-file)."""
+def answer_bytes(answer: str | None, keys: int = 0) -> bytes:
+    """What to write to the terminal for an answer (None: end-of-file); for
+    a read of KEYS bytes, its first KEYS characters (as read -n counts
+    them), or Enter for an empty answer."""
     if answer is None or answer in EOF_ANSWERS:
         return b"\x04"
-    return _CONTROLS.sub("", answer).encode("utf-8", "replace") + b"\n"
+    typed = _CONTROLS.sub("", answer)
+    if keys and typed:
+        return typed[:keys].encode("utf-8", "replace")
+    return typed.encode("utf-8", "replace") + b"\n"
 
 
 class InputTerminal:
@@ -120,7 +130,14 @@ class InputTerminal:
         self._path: str | None = None
         self._settled = threading.Event()  # the path is known, or never will be
         self._terminal: Terminal = backend.open_terminal(
-            WATCH_SCRIPT, [token, str(shell_pid), state_dir], self._on_data)
+            WATCH_SCRIPT, [str(shell_pid), state_dir], self._on_data)
+        # On the terminal, where only the watcher reads it (no cell reads the
+        # terminal before the watcher gave its path): never in an argv.
+        try:
+            self._terminal.write(token.encode() + b"\n")
+        except BackendError:
+            self._terminal.close()
+            raise
 
     def _on_data(self, data: bytes) -> None:
         if not data:
@@ -141,9 +158,9 @@ class InputTerminal:
         self._settled.wait(timeout)
         return self._path
 
-    def answer(self, answer: str | None) -> None:
+    def answer(self, answer: str | None, keys: int = 0) -> None:
         try:
-            self._terminal.write(answer_bytes(answer))
+            self._terminal.write(answer_bytes(answer, keys))
         except BackendError as err:
             log.info("could not deliver an answer: %s", err)
 

@@ -241,6 +241,9 @@ class ReadingFrame:
     parent: str
     #: The watcher put a barrier (read_mark) on both output streams first.
     marked: bool = False
+    #: A read of keys (read -n1; no line editor): how many bytes it asked
+    #: for. 0: it reads a line.
+    keys: int = 0
 
 
 READ_MARK_PREFIX = "read."
@@ -302,10 +305,11 @@ def parse_frame(stream: str, fields: list) -> Frame:
         return ReplyFrame(int(rest[0]), int(rest[1]), rest[2])
     if kind == "tty" and len(rest) == 1 and rest[0].startswith("/"):
         return TtyFrame(rest[0])
-    if kind == "reading" and len(rest) == 7 and rest[0].isdigit() and rest[1].isdigit() \
-            and all(flag in ("0", "1") for flag in (rest[2], rest[3], rest[6])):
+    if kind == "reading" and len(rest) == 8 and rest[0].isdigit() and rest[1].isdigit() \
+            and all(flag in ("0", "1") for flag in (rest[2], rest[3], rest[6])) \
+            and rest[7].isdigit():
         return ReadingFrame(int(rest[0]), int(rest[1]), rest[2] == "1", rest[3] == "1",
-                            rest[4], rest[5], rest[6] == "1")
+                            rest[4], rest[5], rest[6] == "1", int(rest[7]))
     if kind == "done" and len(rest) == 2 and rest[0].isdigit() and rest[1].isdigit():
         return ReadDoneFrame(int(rest[0]), int(rest[1]))
     return UnknownFrame(stream, tuple(fields))

@@ -436,7 +436,7 @@ class ShellSession:
                 continue
             answer = cell.ask(prompt)
             if not prompt.over.is_set() and terminal is not None:
-                terminal.answer(answer)
+                terminal.answer(answer, prompt.keys)
             del answer  # perhaps a password: not kept
             with self._cond:
                 cell.prompt = None
@@ -1042,7 +1042,10 @@ class ShellSession:
         cell = self._cell
         frame, _ = cell.reads.pop(0)
         cell.read_marks.pop(protocol.read_mark(frame.pid, frame.reads), None)
-        stream, text = self._coalescer.take_partial()
+        # The text may have gone out as output already (reported late): asked
+        # anyway, it is the prompt's too; else it would be output twice.
+        stream, text = self._coalescer.take_partial(
+            shown=cell.ask is not None and not prompts.needs_terminal(frame))
         self._coalescer.flush()
         prompt = prompts.make_prompt(frame, text, self._info.pid if self._info else 0)
         if prompts.needs_terminal(frame):

@@ -64,11 +64,67 @@ def test_without_a_hold_partial_lines_flush_at_the_interval():
     assert sent == [("stdout", "Name: ")]
 
 
+def test_a_prompt_on_stderr_stays_its_text_when_earlier_stdout_comes_in_after_it():
+    """The streams travel apart: `echo 3; read -p 'second: '` may bring the
+    prompt (stderr) in before the line printed first (stdout)."""
+    c, sent, clock = coalescer()
+    c.add("stderr", "second: ")
+    c.add("stdout", "3\n")
+    assert c.holds_partial
+    clock.now = 0.06
+    c.flush_if_due()
+    assert sent == [("stdout", "3\n")]  # the line goes out, the prompt's text is held
+    assert c.take_partial() == ("stderr", "second: ")
+    c.flush()
+    assert sent == [("stdout", "3\n")]
+
+
+def test_partial_lines_on_both_streams_are_held_and_the_later_is_taken():
+    c, sent, clock = coalescer()
+    c.add("stdout", "working")
+    c.add("stderr", "Name: ")
+    clock.now = 0.06
+    c.flush_if_due()
+    assert sent == []
+    assert c.take_partial() == ("stderr", "Name: ")
+    c.flush()
+    assert sent == [("stdout", "working")]
+
+
+def test_a_prompts_text_gone_out_as_output_can_still_be_its_text():
+    """A read reported after the hold (a loaded host): its text is the line
+    already shown, if nothing came on that stream since."""
+    c, sent, clock = coalescer()
+    c.add("stdout", "3\n")
+    c.add("stderr", "Pass")
+    c.add("stderr", "word: ")
+    clock.now = 0.5
+    c.flush_if_due()
+    assert sent == [("stdout", "3\n"), ("stderr", "Password: ")]
+    c.add("stdout", "late\n")  # the other stream does not matter
+    assert c.take_partial() == ("stdout", "")  # not asked: it must not be output twice
+    assert c.take_partial(shown=True) == ("stderr", "Password: ")
+    assert c.take_partial(shown=True) == ("stdout", "")  # a later read's text it is not
+    clock.now = 1.0
+    c.add("stderr", "Name: ")
+    clock.now = 1.1
+    c.flush_if_due()
+    assert sent[-1] == ("stdout", "late\n")
+    assert c.take_partial() == ("stderr", "Name: ")
+    assert c.take_partial(shown=True) == ("stdout", "")
+    c.add("stderr", "\n")
+    clock.now = 2.0
+    c.flush_if_due()
+    assert c.take_partial(shown=True) == ("stdout", "")
+
+
 def test_watcher_frames_parse():
     assert protocol.parse_frame("terminal", ["tty", "/dev/pts/7"]) == protocol.TtyFrame("/dev/pts/7")
     assert protocol.parse_frame("terminal", ["reading", "42", "7", "0", "1", "sk-askpass",
-                                             "ssh", "1"]) == \
+                                             "ssh", "1", "0"]) == \
         protocol.ReadingFrame(42, 7, False, True, "sk-askpass", "ssh", marked=True)
+    assert protocol.parse_frame("terminal", ["reading", "42", "8", "1", "0", "bash", "sh", "1",
+                                             "3"]).keys == 3
     assert protocol.parse_frame("terminal", ["done", "42", "7"]) == protocol.ReadDoneFrame(42, 7)
     assert isinstance(protocol.parse_frame("terminal", ["reading", "x"]), protocol.UnknownFrame)
 
@@ -91,6 +147,14 @@ def test_answers_are_lines_and_ctrl_d_is_end_of_file():
     assert answer_bytes("^D") == answer_bytes(None) == b"\x04"
     assert answer_bytes("a\x03b\x7fc") == b"abc\n"  # no ^C or erase acted on by the terminal
     assert answer_bytes("naïve") == "naïve\n".encode()
+    # A read of keys (read -n1) gets as many as it asked for, or Enter for
+    # an empty answer.
+    assert answer_bytes("y", keys=1) == b"y"
+    assert answer_bytes("yes", keys=1) == b"y"
+    assert answer_bytes("yes", keys=1024) == b"yes"
+    assert answer_bytes("été", keys=1) == "é".encode()  # a character, as read -n1 takes it
+    assert answer_bytes("", keys=1) == b"\n"
+    assert answer_bytes(None, keys=1) == b"\x04"
 
 
 def test_key_driven_programs_need_a_terminal_but_shells_and_repls_do_not():

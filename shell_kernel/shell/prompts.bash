@@ -1,18 +1,25 @@
 # shell_kernel: notice the cell's processes that wait for input. Bash, beside the shell.
 #
-#   bash prompts.bash TOKEN SHELL_PID STATE_DIR
+#   bash prompts.bash SHELL_PID STATE_DIR
 #
 # Runs under a pseudo-terminal of its own (its controlling terminal), which
 # is the standard input of every cell: what the kernel writes to the
-# terminal's other side is what the cell reads. This script never reads it.
+# terminal's other side is what the cell reads. This script reads only its
+# first line, the frames' token, which the kernel writes first, before any
+# cell can read the terminal: in argv, any user could read it (ps), and
+# forge frames in output a cell prints.
 # It writes frames (\036\037TOKEN\037KIND\037FIELD...\037\036) to the terminal:
 #   tty PATH                                 once, first: the path cells open
-#   reading PID READS ECHO LINES NAME PARENT MARKED
+#   reading PID READS ECHO LINES NAME PARENT MARKED KEYS
 #                                            a process blocked reading the terminal
 #   done PID READS                           that read is over (answered, timed out, gone)
 # READS (the process's count of read calls) tells one read from the next;
 # ECHO is 0 when the terminal does not echo (read -s, a password prompt);
 # LINES is 0 when it delivers keys, not lines (-icanon: vim, top, readline);
+# KEYS, when it delivers keys and still turns Enter into a newline (icrnl):
+# a read of so many keys (read -n1), not a line editor or a full-screen
+# program, which turn that off to tell Enter from Ctrl-J, is how many bytes
+# the read asked for (1 when its call does not say), else 0;
 # MARKED is 1 when a barrier frame with the nonce read.PID.READS went on the
 # shell's stdout and stderr (its descriptors 61 and 62, where the cells write)
 # first: behind whatever the process printed before it read, its prompt.
@@ -25,10 +32,11 @@
 # while the shell runs a cell, so cells that never read cost nothing.
 # Linux only (/proc); elsewhere it reports nothing and cells get end-of-file.
 
-token=$1 shell=$2 dir=$3
+shell=$1 dir=$2
 umask 077  # its files in the state directory are private, like the shell's
 tty=$(tty 2>/dev/null) || exit 0
-exec </dev/null 2>/dev/null
+IFS= builtin read -r token || exit 0
+exec 8<&0 </dev/null 2>/dev/null  # 8: to discard what no read took (see discard)
 # The askpass helper (SSH_ASKPASS, SUDO_ASKPASS, GIT_ASKPASS: see
 # session.bash) asks its question ($1) through this terminal, which it finds
 # in $dir/tty (git gives it no standard input). Its name is what the kernel
@@ -60,6 +68,7 @@ case $HOSTTYPE in  # bash knows the machine: no uname
   arm*) reads=' 3 145 180 ' selects=' 142 335 ' polls=' 168 336 252 346 ' ;;
   *) reads=' 0 ' selects=' ' polls=' ' ;;
 esac
+readv=${reads# * }; readv=${readv%% *}  # the second: its third argument counts buffers, not bytes
 
 # A pause without a fork: a read that times out on a FIFO nobody writes.
 pause() { builtin read -r -t "$1" -u 9; }
@@ -93,15 +102,17 @@ collect_tree() {
 }
 
 # Whether PID waits for input on the terminal; if so, sets $reads_done
-# (its count of read calls, which tells one read from the next), and
+# (its count of read calls, which tells one read from the next), $asked
+# (how many bytes it asked for, 1 when its call does not say) and
 # $keys_only (it only waits if the terminal is in key mode: see above).
 waiting() {
-  local pid=$1 nr arg rest line
+  local pid=$1 nr arg buf count rest line
   [[ /proc/$pid/fd/0 -ef $tty ]] || builtin return 1
-  builtin read -r nr arg rest < "/proc/$pid/syscall" || builtin return 1
-  keys_only=
+  builtin read -r nr arg buf count rest < "/proc/$pid/syscall" || builtin return 1
+  keys_only= asked=1
   if [[ $reads == *" $nr "* ]]; then
     [[ /proc/$pid/fd/$(( arg )) -ef $tty ]] || builtin return 1
+    if [[ $nr != "$readv" ]] && (( count > 0 )); then asked=$(( count )); fi
   elif [[ $selects == *" $nr "* && $arg == 0x1 ]]; then
     :
   elif [[ $selects == *" $nr "* || $polls == *" $nr "* ]]; then
@@ -115,14 +126,16 @@ waiting() {
   done < "/proc/$pid/io"
 }
 
-# Says that PID waits in its read number READS: with its name, its parent's
-# name and the terminal's modes (a fork for stty, once per read). With
-# KEYS_ONLY, only if the terminal is in key mode (else returns 2).
+# Says that PID waits in its read number READS of ASKED bytes: with its
+# name, its parent's name and the terminal's modes (a fork for stty, once
+# per read). With KEYS_ONLY, only if the terminal is in key mode (else
+# returns 2).
 report() {
-  local pid=$1 reads_done=$2 keys_only=$3 name= stat ppid parent= echo=1 lines=1 modes marked fd
+  local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd
   modes=" $(stty -a < "$tty") "
   case $modes in *[[:space:]]-echo[[:space:]]*) echo=0 ;; esac
-  case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 ;; esac
+  case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 keys=$asked ;; esac
+  case $modes in *[[:space:]]-icrnl[[:space:]]*) keys=0 ;; esac
   if [[ -n $keys_only && $lines == 1 ]]; then builtin return 2; fi
   builtin read -r name < "/proc/$pid/comm"
   builtin read -r stat < "/proc/$pid/stat"
@@ -134,8 +147,24 @@ report() {
     builtin printf '\036\037%s\037barrier\037read.%s.%s\037\036' "$token" "$pid" "$reads_done" \
       2>/dev/null > "/proc/$shell/fd/$fd" || marked=0
   done
-  builtin printf '\036\037%s\037reading\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037\036\n' \
-    "$token" "$pid" "$reads_done" "$echo" "$lines" "$name" "$parent" "$marked"
+  builtin printf '\036\037%s\037reading\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037\036\n' \
+    "$token" "$pid" "$reads_done" "$echo" "$lines" "$name" "$parent" "$marked" "$keys"
+}
+
+# Once a process that read is gone (its read over, the terminal no longer
+# its input) and no read waits, what the terminal still holds was typed for
+# it and not read (the rest of a line after head -c1): it goes, lest the
+# next read take it. The kernel answers reported reads only, so nothing here
+# is meant for a read to come; and a process still there may yet be taking
+# its answer (bash's read takes a byte per call). Whole lines only, which
+# needs no change of the terminal's modes (a cell's program may be setting
+# them); bash 3.2 has no read -t 0, and keeps them.
+discard() {
+  local line
+  (( BASH_VERSINFO[0] >= 4 )) || builtin return 0
+  while builtin read -r -t 0 -u 8; do
+    IFS= builtin read -r -t 0.01 -u 8 line || builtin return 0
+  done
 }
 
 reported=()  # "pid:reads" of the reads reported and not yet over
@@ -148,7 +177,7 @@ while [[ -e /proc/$shell ]]; do
       waiting "$pid" || continue
       if [[ $waiters == *" $pid:$reads_done "* ]]; then continue; fi
       if [[ " ${reported[*]} " != *" $pid:$reads_done "* ]]; then
-        report "$pid" "$reads_done" "$keys_only"
+        report "$pid" "$reads_done" "$asked" "$keys_only"
         case $? in
           0) ;;
           2) waiters+="$pid:$reads_done "; continue ;;
@@ -160,12 +189,15 @@ while [[ -e /proc/$shell ]]; do
   else
     waiters=" "
   fi
+  over=
   for key in "${reported[@]}"; do
     if [[ " ${still[*]} " != *" $key "* ]]; then
       builtin printf '\036\037%s\037done\037%s\037%s\037\036\n' "$token" "${key%:*}" "${key#*:}" \
         || exit 0
+      [[ /proc/${key%:*}/fd/0 -ef $tty ]] || over=yes
     fi
   done
   reported=("${still[@]}")
+  if [[ -n $over ]] && (( ! ${#reported[@]} )); then discard; fi
   if (( ${#reported[@]} )) || ! shell_idle; then pause 0.05; else pause 0.2; fi
 done

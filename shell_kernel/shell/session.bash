@@ -16,6 +16,9 @@
 # `declare -p` and `env` never print raw, so no state dump can fake one.
 
 exec 61>&1 62>&2 1>/dev/null 2>/dev/null
+# The token authenticates the frames: never in a command's environment (an
+# rc file's `set -a` exported it), where `env` or `ps e` in a cell shows it.
+builtin export -n __shell_kernel_token
 
 __shell_kernel_pid=$$
 # What this script creates is private: umask 077 until its end, where the
@@ -387,10 +390,16 @@ __shell_kernel_stdin() {
 # A program killed while it had the terminal in key mode (ssh, vim after
 # SIGKILL) cannot restore its modes: the kernel has the shell do it before
 # the next cell, as a shell does for its terminal, after a cell that read it.
+# What was typed for that cell and not read (the rest of a line after
+# `head -c1`, of the keys after `read -n1`) is discarded, so that it never
+# reaches this cell: read a key at a time, unechoed, until none is pending.
+# (Bash 3.2 takes no fraction of a second: nothing is discarded there.)
 __shell_kernel_reset_stdin() {
+  builtin local typed
   if [[ -n ${__shell_kernel_modes-} ]]; then
     builtin command stty "$__shell_kernel_modes" <&60 2>/dev/null
   fi
+  while IFS= builtin read -r -s -d '' -n 1 -t 0.01 -u 60 typed 2>/dev/null; do :; done
 }
 
 # Programs that want a terminal for a password or a yes/no ask the notebook
