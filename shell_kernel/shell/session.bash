@@ -156,6 +156,16 @@ __shell_kernel_post() {
   if [[ $__shell_kernel_flags == *T* ]]; then builtin set -T; fi
 }
 
+# A cell stopped after its grace: reap.sh kills what still runs with
+# SIGTERM/SIGKILL, and bash, which had the SIGINT while waiting on that
+# child, takes a child dead of any other signal for one that handled SIGINT
+# and runs the cell's next command. reap.sh sends SIGURG too, while it holds
+# the shell stopped: a trapped signal's action runs before the next command
+# starts, and there no child runs, so this SIGINT abandons the command line
+# as Ctrl-C does. (SIGURG: one that users rarely trap, and that does nothing
+# to a shell without this trap; a user's own trap on it replaces this one.)
+builtin trap -- 'builtin kill -INT $$' URG
+
 # Which command set a failing cell's status, and where. The ERR trap notes
 # each failure at the cell's own level (bash runs it neither inside
 # functions nor in subshells, unless the user sets -E), so succeeding
