@@ -938,8 +938,7 @@ class ShellSession:
         cell = self._cell
         if cell is None or frame.seq != cell.seq:
             return  # the repeat of an earlier cell's end, after an interrupt
-        # The first end wins: a repeat (sent again after an interrupt) carries 130.
-        if frame.stream == "stdout" and frame.status is not None and not cell.ended["stdout"]:
+        if frame.stream == "stdout" and frame.status is not None:
             cell.status, cell.cwd = frame.status, frame.cwd
             cell.failed = (frame.line, frame.command)
         if frame.stream == "stderr" and self._noise is not None:
