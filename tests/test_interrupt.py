@@ -167,6 +167,10 @@ def test_an_interrupted_foreground_program_never_lets_the_cell_go_on(quick_kerne
         kernel, "echo looping; while :; do :; done; echo after-loop", "looping")
     assert execution.exit_code == 130 and "after-loop" not in stdout
     assert kernel.ok("echo $STOP_VAR $PWD") == "kept /\n"
+    # Under set -e too, where bash would exit on the killed program's status.
+    stdout, execution = interrupt_when_seen(kernel, "set -e; " + code, "ready")
+    assert execution.exit_code == 130 and "after-sleep" not in stdout
+    assert kernel.ok("set +e; echo $STOP_VAR $PWD") == "kept /\n"
 
 
 def test_sigurg_to_an_idle_shell_is_harmless(kernel):
