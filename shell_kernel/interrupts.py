@@ -80,6 +80,9 @@ class EscalationResult:
 
 class Escalation:
     """SIGINT, then SIGTERM and SIGKILL to what is left, for one running cell.
+    With SIGTERM and SIGKILL the shell gets SIGURG, which its trap turns into
+    a SIGINT before its next command (see reap.sh's cell mode): the cell's
+    command list is abandoned then, whatever signal ended the program.
 
     resend_post: sends the cell's post-hook line again (the first may have
     been cut short by the SIGINT). cell_ended(timeout): waits up to timeout
@@ -106,23 +109,12 @@ class Escalation:
             for signal_name, wait in (("INT", self._grace), *self.LATER_PHASES):
                 self._reaper.signal_cell(signal_name, noted)
                 self._resend_post()
-                if self._wait(wait, follow_up=signal_name != "INT"):
+                if self._cell_ended(wait):
                     self._reap_leftovers(noted)
                     return EscalationResult(Outcome.ENDED)
         except BackendError as err:
             return EscalationResult(Outcome.UNREACHABLE, err)
         return EscalationResult(Outcome.REPLACE)
-
-    def _wait(self, duration: float, follow_up: bool) -> bool:
-        """Wait for the cell to end. With follow_up, keep sending SIGINT: a
-        shell whose child was killed by SIGTERM/SIGKILL goes on with the next
-        command, and only a child dying of SIGINT makes it abandon the line."""
-        deadline = time.monotonic() + duration
-        while not self._cell_ended(0.05 if follow_up else duration):
-            if time.monotonic() >= deadline:
-                return False
-            self._reaper.signal_cell("INT")
-        return True
 
     def _reap_leftovers(self, noted: list[str]) -> None:
         """The cell is over; what is left of its processes gets SIGTERM, then SIGKILL."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Union
 
 from . import prompts, protocol
+from .acknowledgements import Acknowledgements
 from .failure import failed_command
 from .backends import (Attached, Backend, BackendError, BackendFault, Contained, SessionGone,
                        ShellExit, describe_error)
@@ -97,12 +98,14 @@ class Output:
     generation: int
     stream: str
     data: bytes
+    mark: object = None  # the backend's received() after it (see Acknowledgements)
 
 
 @dataclass(frozen=True)
 class FrameSeen:
     generation: int
     frame: protocol.Frame
+    mark: object = None
 
 
 @dataclass(frozen=True)
@@ -244,7 +247,8 @@ class ShellSession:
         self._self_close: tuple[str, threading.Event] | None = None
         self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
         self._clears = {name: ScreenClears() for name in protocol.STREAMS}
-        self._coalescer = Coalescer(self._sink, interval=self.options.flush_interval)
+        self._shown = Acknowledgements(lambda mark: self._backend and self._backend.acknowledge(mark))
+        self._coalescer = Coalescer(self._show, interval=self.options.flush_interval)
         self._pump_thread = threading.Thread(target=self._pump, name="shell-kernel-pump", daemon=True)
         self._pump_thread.start()
 
@@ -783,11 +787,13 @@ class ShellSession:
         scanner = self._scanners.get(stream)
         if scanner is None:
             return
+        backend = self._backend
+        mark = backend.received() if backend is not None else None
         for item in scanner.feed(data):
             if isinstance(item, bytes):
-                self._push(Output(generation, stream, item), len(item))
+                self._push(Output(generation, stream, item, mark), len(item))
             else:
-                self._push(FrameSeen(generation, item))
+                self._push(FrameSeen(generation, item, mark))
 
     def _push(self, event: Event, size: int = 0) -> None:
         with self._cond:
@@ -822,13 +828,20 @@ class ShellSession:
             except Exception:  # noqa: BLE001
                 log.exception("while prompting")
             self._coalescer.flush_if_due()
+            if self._coalescer.deadline() is None:  # all shown: frames too are acknowledged
+                self._shown.before_showing()
 
     def _handle(self, event: Event) -> None:
         handler = self._HANDLERS.get(type(event))
         if handler is None:
             log.error("bug: the pump got an unknown event %r", event)
         elif event.generation == self._generation:
+            self._shown.handled(getattr(event, "mark", None))
             handler(self, event)
+
+    def _show(self, stream: str, text: str) -> None:
+        self._shown.before_showing()
+        self._sink(stream, text)
 
     def _on_output_event(self, event: Output) -> None:
         self._handle_data(event.stream, event.data)
@@ -888,6 +901,7 @@ class ShellSession:
                 self._coalescer.add("stderr", "[shell_kernel] display: the data could not be "
                                     "fetched from the shell's host (see the kernel log).\n")
             elif self._display_sink is not None:
+                self._shown.before_showing()
                 self._display_sink(frame.mime, data, frame.display_id)
         elif isinstance(frame, protocol.ReplyFrame):
             self._reply = (frame.seq, self._fetch(frame.payload) or b"")

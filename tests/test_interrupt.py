@@ -1,9 +1,15 @@
 """Interrupts become kills of the cell's process tree; the shell survives."""
 
 import os
+import queue
 import signal
+import subprocess
+import sys
 import time
 
+import pytest
+
+from conftest import install_spec
 from harness import pids_matching, wait_until
 
 
@@ -99,3 +105,80 @@ def test_sigint_to_the_kernel_process_interrupts_instead_of_killing(kernel):
     assert kernel.km.is_alive()
     os.kill(kernel.pid, signal.SIGINT)  # idle: nothing happens
     assert kernel.ok("echo still") == "still\n"
+
+
+# ------------------------------------------------ stop ends the cell, always
+@pytest.fixture
+def quick_kernel(backend, jupyter_prefix, start_kernel, ssh_kernel, sshd):
+    """A kernel of this module's backend with a short grace (SIGINT to SIGTERM),
+    for many interrupts in a row."""
+    flags = ["--interrupt-grace", "0.1"]
+    if backend == "ssh":
+        return ssh_kernel(sshd.ssh_config, flags=flags)
+    name = f"shell-test-quick-{os.getpid()}"
+    install_spec(jupyter_prefix, name, flags)
+    return start_kernel(name)
+
+
+@pytest.fixture
+def two_busy_cpus():
+    """Two processes spinning, so that the shell and the reaper compete for CPUs."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(2)]
+    yield
+    for spinner in spinners:
+        spinner.kill()
+        spinner.wait()
+
+
+def interrupt_when_seen(kernel, code: str, marker: str, timeout: float = 30):
+    """Run code, interrupt it once its stdout shows marker; all its outputs."""
+    msg_id = kernel.start(code)
+    seen, deadline = [], time.monotonic() + timeout
+    while "".join(seen).find(marker) < 0:
+        assert time.monotonic() < deadline, f"{marker!r} never came: {seen}"
+        try:
+            msg = kernel.kc.get_iopub_msg(timeout=0.1)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+            seen.append(msg["content"]["text"])
+    kernel.km.interrupt_kernel()
+    execution = kernel.collect(msg_id, timeout=timeout)
+    return "".join(seen) + execution.stdout, execution
+
+
+def test_an_interrupted_foreground_program_never_lets_the_cell_go_on(quick_kernel, two_busy_cpus):
+    # bash, waiting on a child when SIGINT comes, takes a child killed by any
+    # other signal (SIGTERM/SIGKILL after the grace) as one that handled
+    # SIGINT, and would go on with the cell's next command.
+    kernel = quick_kernel
+    kernel.ok("STOP_VAR=kept; cd /")
+    code = ("python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            "print(\"ready\", flush=True); time.sleep(1000.777)'; echo after-sleep")
+    went_on = 0
+    for _ in range(50):
+        stdout, execution = interrupt_when_seen(kernel, code, "ready")
+        assert execution.status == "error" and execution.exit_code == 130, execution.reply
+        went_on += "after-sleep" in stdout
+    assert went_on == 0
+    assert wait_until(lambda: not pids_matching("1000.777"), timeout=10)
+    # A cell of shell code alone stops too; the shell kept its state all along.
+    stdout, execution = interrupt_when_seen(
+        kernel, "echo looping; while :; do :; done; echo after-loop", "looping")
+    assert execution.exit_code == 130 and "after-loop" not in stdout
+    assert kernel.ok("echo $STOP_VAR $PWD") == "kept /\n"
+    # Under set -e too, where bash would exit on the killed program's status.
+    stdout, execution = interrupt_when_seen(kernel, "set -e; " + code, "ready")
+    assert execution.exit_code == 130 and "after-sleep" not in stdout
+    assert kernel.ok("set +e; echo $STOP_VAR $PWD") == "kept /\n"
+
+
+def test_sigurg_to_an_idle_shell_is_harmless(kernel):
+    # The shell's trap on SIGURG (see reap.sh's cell mode) does nothing
+    # between cells: a late one, after the cell ended, must not crash bash
+    # as it waits for input.
+    shell_pid = int(kernel.ok("URG_VAR=kept; echo $$"))
+    for _ in range(3):
+        os.kill(shell_pid, signal.SIGURG)
+        time.sleep(0.2)
+        assert kernel.ok("echo $URG_VAR $$") == f"kept {shell_pid}\n"

@@ -123,6 +123,17 @@ class Backend(abc.ABC):
         display's or a query's payload), which is then removed. Called from
         the session's pump thread; raises BackendError when it cannot."""
 
+    def received(self) -> object | None:
+        """How far the output given to on_output so far goes, as a value for
+        acknowledge(); None where no host keeps count (only a named session's
+        does). Called by on_output, in the reader thread."""
+        return None
+
+    def acknowledge(self, received: object) -> None:
+        """Have the host record that the output up to `received` (a value of
+        received()) was shown: a named session's next kernel resumes there.
+        Returns once the host has it; raises BackendError when it cannot."""
+
     def reattach(self) -> None:
         """Reconnect to the same shell, resuming its output where it stopped;
         the new reader threads then call on_output and (once) on_exit.
@@ -248,6 +259,12 @@ class Contained:
 
     def fetch(self, path: str) -> bytes:
         return self._call("fetch", path)
+
+    def received(self) -> object | None:
+        return self._call("received")
+
+    def acknowledge(self, received: object) -> None:
+        self._call("acknowledge", received)
 
     def reattach(self) -> None:
         self._call("reattach")

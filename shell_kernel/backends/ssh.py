@@ -48,11 +48,12 @@ RELAY_TAKEN = 6  # a named session's: another kernel took it over
 # spool.sh); the kernel has the host delete those it has received.
 SPOOL_GENERATION_BYTES = 4 << 20
 # While output arrives, the kernel tells the host at least this often (in
-# seconds) that it is reading, and has the received spool files deleted.
+# seconds) that it is reading, and has the received spool files deleted. (A
+# named session's kernel does so before it shows output: see acknowledge.)
 SPOOL_ACK_INTERVAL = 1.0
-# A named session's: what a kernel received but had not acknowledged when it
-# was killed is shown again by the next kernel, so the window is kept short.
-NAMED_ACK_INTERVAL = 0.25
+# How long a named session's kernel waits for the host to record what it is
+# about to show; past it, the output is shown anyway (and may be shown again).
+ACK_TIMEOUT = 5.0
 # Once no kernel has said so for this long (it is away, or a laptop asleep
 # holds up the relay), the host keeps only the newest SPOOL_KEEP_BYTES of each
 # stream. A kernel that is reading, however slowly, loses nothing.
@@ -274,8 +275,6 @@ class SSHBackend(Backend):
         # This kernel's claim on a named session (see launch.sh open).
         self._owner = secrets.token_hex(8) if session else ""
         self.outlives_kernel = session is not None
-        self._holding = False  # opened the named session (as its owner)
-        self._ack_interval = NAMED_ACK_INTERVAL if session else SPOOL_ACK_INTERVAL
         self._clients: list[paramiko.SSHClient] = []
         self._channel: paramiko.Channel | None = None
         self._side: _SideShell | None = None
@@ -371,7 +370,6 @@ class SSHBackend(Backend):
             self.start_notice = named_sessions.ended_message(self._session_name, where,
                                                              opened.previous)
         self.preset_state_dir, self._remote_pid = opened.state_dir, opened.pid
-        self._holding = True
         self.attached = opened.attached
         if opened.attached is not None:
             self._offsets = dict(opened.delivered)
@@ -439,7 +437,7 @@ class SSHBackend(Backend):
             if data:
                 self._offsets[stream] += len(data)
                 self._on_output(stream, data)
-            if self.can_reattach and data and not self._ack_pending:
+            if self.can_reattach and not self._owner and data and not self._ack_pending:
                 # At most one a SPOOL_ACK_INTERVAL, and one after the last output.
                 self._ack_pending = True
                 delay = max(0.0, self._next_ack - time.monotonic())
@@ -469,14 +467,28 @@ class SSHBackend(Backend):
         which also tells the host that this kernel is reading (see spool.sh)."""
         with self._output_lock:
             self._ack_pending = False
-            self._next_ack = time.monotonic() + self._ack_interval
-        state, offsets = self.preset_state_dir, dict(self._offsets)
+            self._next_ack = time.monotonic() + SPOOL_ACK_INTERVAL
+            offsets = (self._offsets["stdout"], self._offsets["stderr"])
         try:
-            self.side_command(SPOOL_SCRIPT, ["drop", f"{state}/out", str(offsets["stdout"]),
-                                             f"{state}/err", str(offsets["stderr"]),
-                                             *([self._owner] if self._owner else [])])
+            self._drop(offsets)
         except BackendError as err:
             log.info("could not drop the received spool files: %s", err)
+
+    def received(self) -> tuple[int, int] | None:
+        """A named session's stream offsets delivered so far (see _deliver)."""
+        return (self._offsets["stdout"], self._offsets["stderr"]) if self._owner else None
+
+    def acknowledge(self, received: object) -> None:
+        """A named session's: the host records where the next kernel resumes
+        (spool.sh drop writes `delivered`, if this kernel still owns it)."""
+        if self._owner:
+            self._drop(received)
+
+    def _drop(self, offsets) -> None:
+        state = self.preset_state_dir
+        self.side_command(SPOOL_SCRIPT, [
+            "drop", f"{state}/out", str(offsets[0]), f"{state}/err", str(offsets[1]),
+            *([self._owner] if self._owner else [])], timeout=ACK_TIMEOUT)
 
     def _read_loop(self, channel: paramiko.Channel, transport: paramiko.Transport,
                    headers: _RelayHeaders | None) -> None:
@@ -620,22 +632,9 @@ class SSHBackend(Backend):
     def close(self) -> None:
         if not self._closed.is_set():
             self._closed.set()
-            if self.outlives_kernel:
-                self._record_delivered()
-            else:
+            if not self.outlives_kernel:
                 self._stop_launched_session()
         self._drop_connection()
-
-    def _record_delivered(self) -> None:
-        """A named session's next kernel resumes from what this one received."""
-        if not self._holding:
-            return
-        try:
-            if not self.transport.is_active():
-                return
-        except BackendError:
-            return
-        self._drop_received()
 
     def _stop_launched_session(self) -> None:
         """A durable session goes with the backend that launched it: after a

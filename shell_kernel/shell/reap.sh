@@ -139,13 +139,14 @@ case $mode in
       kill -INT $pids "$root" 2>/dev/null
     else
       # A shell whose child died of anything but SIGINT carries on with the
-      # next command. Hold it still, kill, then SIGINT it, so that when it
-      # resumes it abandons the command line instead. Only shell builtins
-      # run while it is held: nothing there can hang, so a side command
-      # timing out (this script killed) never leaves the shell stopped.
+      # next command. Hold it still, kill, then SIGURG it: it resumes with
+      # the signal pending, and its trap (session.bash) has it SIGINT
+      # itself before the next command. Only shell builtins run while it is
+      # held: nothing there can hang, so a side command timing out (this
+      # script killed) never leaves the shell stopped.
       kill -STOP "$root" 2>/dev/null
       [ -n "$pids" ] && kill -"$sig" $pids 2>/dev/null
-      kill -INT "$root" 2>/dev/null
+      kill -URG "$root" 2>/dev/null
       kill -CONT "$root" 2>/dev/null
     fi
     echo $pids

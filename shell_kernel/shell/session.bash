@@ -128,6 +128,7 @@ fi
 # cut short; a repeat only repeats the frame.
 __shell_kernel_post() {
   builtin local seq="$1" status="$__shell_kernel_rc"
+  __shell_kernel_running=  # see the trap on URG
   if [[ -n ${__shell_kernel_tty-} ]]; then __shell_kernel_check_ttys; fi  # see tty.bash
   if [[ -n ${__shell_kernel_exit-} ]]; then
     status=$__shell_kernel_exit
@@ -158,6 +159,19 @@ __shell_kernel_post() {
   fi
   if [[ $__shell_kernel_flags == *T* ]]; then builtin set -T; fi
 }
+
+# A cell stopped after its grace: reap.sh kills what still runs with
+# SIGTERM/SIGKILL, and bash, which had the SIGINT while waiting on that
+# child, takes a child dead of any other signal for one that handled SIGINT
+# and runs the cell's next command. reap.sh sends SIGURG too, while it holds
+# the shell stopped: a trapped signal's action runs before the next command
+# starts, and there no child runs, so this SIGINT abandons the command line
+# as Ctrl-C does. Only while a cell runs (from __shell_kernel_resume to
+# __shell_kernel_post): bash 5.2 without line editing crashes when a trap
+# that SIGINTs the shell runs while it waits for input. (SIGURG: one that
+# users rarely trap, and that does nothing to a shell without this trap; a
+# user's own trap on it replaces this one.)
+builtin trap -- 'if [[ -n ${__shell_kernel_running-} ]]; then builtin kill -INT $$; fi' URG
 
 # Which command set a failing cell's status, and where. The ERR trap notes
 # each failure at the cell's own level (bash runs it neither inside
@@ -200,6 +214,7 @@ __shell_kernel_failure() {
 # when, for a kernel that attaches to it later.
 __shell_kernel_resume() {
   __shell_kernel_line=${BASH_LINENO[0]}  # the eval's line: cell lines count from it
+  __shell_kernel_running=yes  # see the trap on URG
   if [[ -n ${1-} && -n ${__shell_kernel_named-} ]]; then
     { builtin printf '%s %(%s)T\n' "$1" -1 >| "$__shell_kernel_dir/started"; } 2>/dev/null || builtin true
   fi

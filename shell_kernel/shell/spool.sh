@@ -174,8 +174,9 @@ case $mode in
     ;;
   drop)
     date +%s > "${1%/*}/acked" 2>/dev/null
-    # A named session's, from the kernel that owns it: what that kernel has
-    # received of out and err, where the next kernel that attaches resumes.
+    # A named session's, from the kernel that owns it: how far that kernel
+    # shows out and err (it asks before it shows), where the next kernel
+    # that attaches resumes.
     if [ $# -eq 5 ] && read -r owner 2>/dev/null < "${1%/*}/owner" && [ "$owner" = "$5" ]; then
       echo "$2 $4" > "${1%/*}/delivered.new" && mv -f "${1%/*}/delivered.new" "${1%/*}/delivered"
     fi
