@@ -659,7 +659,8 @@ class _SideShell:
         self._channel.exec_command("exec sh")
         self._lock = threading.Lock()
         # Whatever the login shell's rc files print arrives before this answer.
-        self.run("true", [], CONNECT_TIMEOUT)
+        # (Meanwhile what sessions lost with their hosts left is removed.)
+        self.run(LAUNCH_SCRIPT, ["sweep"], CONNECT_TIMEOUT)
 
     @property
     def alive(self) -> bool:
