@@ -303,6 +303,7 @@ class ShellSession:
             self._noise = protocol.TtyNoiseFilter(self._info.pid)
         log.info("shell ready: pid %s, bash %s, state dir %s",
                  self._info.pid, self._info.bash_version, self._info.state_dir)
+        threading.Thread(target=backend.sweep, name="shell-kernel-sweep", daemon=True).start()
         self._token = token
         self._open_input()
         return self._info

@@ -605,6 +605,13 @@ class SSHBackend(Backend):
         # The side shell's text keeps every byte as a surrogate escape.
         return result.stdout.encode("utf-8", "surrogateescape")
 
+    def sweep(self) -> None:
+        try:
+            self.side_command(LAUNCH_SCRIPT, ["sweep"], timeout=CONNECT_TIMEOUT)
+        except BackendError as err:
+            log.info("could not look for state directories left on %s: %s",
+                     self._target.describe(), err)
+
     def _drop_connection(self) -> None:
         if self._side is not None:
             self._side.close()
@@ -659,8 +666,7 @@ class _SideShell:
         self._channel.exec_command("exec sh")
         self._lock = threading.Lock()
         # Whatever the login shell's rc files print arrives before this answer.
-        # (Meanwhile what sessions lost with their hosts left is removed.)
-        self.run(LAUNCH_SCRIPT, ["sweep"], CONNECT_TIMEOUT)
+        self.run("true", [], CONNECT_TIMEOUT)
 
     @property
     def alive(self) -> bool:

@@ -30,7 +30,8 @@
 # kernel's side shell, alive as long as its connection) is the holder: while
 # it or the relay lives, another kernel is refused ("held SINCE"), unless
 # TAKE_OVER is "yes" (then the old relay ends, and the old kernel finds the
-# session taken when it reattaches). The last line printed is one of
+# session taken when it reattaches). Opens (and kills) of one name take
+# turns (see lock). The last line printed is one of
 #   new PREVIOUS PID DIR       started (PREVIOUS: "-", or how an ended one had ended)
 #   attached PID SHELL TOKEN BASH_VERSION OUT_DELIVERED ERR_DELIVERED OUT_END ERR_END
 #            STARTED_SEQ STARTED_AT DONE_SEQ DONE_STATUS DIR

@@ -24,10 +24,11 @@ pid_start() {
   fi
 }
 
-# pid_record PID FILE: writes "PID START" into FILE (whole: readers never
-# see half of it).
+# pid_record PID FILE: writes "PID START" into FILE, in one write (a reader
+# at that moment finds no record, never half of one).
 pid_record() {
-  echo "$1 $(pid_start "$1")" > "$2.new" && mv -f "$2.new" "$2"
+  pid_line="$1 $(pid_start "$1")"
+  echo "$pid_line" > "$2"
 }
 
 # pid_is PID START: PID still names the process that started at START.
