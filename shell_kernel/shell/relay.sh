@@ -25,6 +25,7 @@ if [ -n "${8-}" ]; then
   [ "$owner" = "$8" ] || exit "$9"
 fi
 relay=$$
+relay_start=$(pid_start "$relay")
 # This relay's children, each "PID START": one that has ended may have been
 # reaped (`wait` reaps them all), and its pid handed to another process.
 out= err= watch= input=
@@ -50,7 +51,7 @@ err=$(child $!)
 (
   while pid_is "$pid" "$started"; do sleep 1; done
   sleep 0.5 2>/dev/null || sleep 1  # let the followers pass on the last bytes
-  kill -USR1 "$relay" 2>/dev/null
+  pid_is "$relay" "$relay_start" && kill -USR1 "$relay" 2>/dev/null
 ) </dev/null >/dev/null 2>&1 &
 watch=$(child $!)
 exec 3<>"$dir/in" 4<&0

@@ -98,6 +98,7 @@ copy() {
 # RELAY (USR2) to end the relay: the next one starts after the gap, and says so.
 follow() {
   prefix=$1 at=$2 marker=$3 relay=$4
+  relay_start=$(pid_start "$relay")  # it is this one's parent, alive now
   wake=$prefix.wake.$$ count=$prefix.count.$$ tailpid=$prefix.tail.$$
   tail=
   trap 'clean_up; exit 0' TERM
@@ -162,7 +163,7 @@ clean_up() {
 
 fail() {
   clean_up
-  pid_alive "${prefix%/*}/relay.pid" && [ "$recorded" = "$relay" ] && kill -USR2 "$relay" 2>/dev/null
+  pid_is "$relay" "${relay_start-}" && kill -USR2 "$relay" 2>/dev/null
   exit 1
 }
 
