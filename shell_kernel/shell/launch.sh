@@ -71,8 +71,9 @@ launch() {
     { rm -rf "$dir"; exit 1; }
 
   # The wrapper stays to record how the shell ended (relay.sh reports it),
-  # and writes its pid (recorded below, with its start). The copiers are started from a subshell that ends at
-  # once, so that the shell is the wrapper's only child.
+  # and writes its pid (recorded below, with its start). The copiers are
+  # started from a subshell that ends at once, so that the shell is the
+  # wrapper's only child.
   wrapper='echo $$ > "$1/wrapper.new"; d=$1 u=$2 g=$3 k=$4 s=$5; shift 5
     ( sh "$d/spool.sh" copy "$d/out" "$g" "$k" "$s" < "$d/out.fifo" &
       sh "$d/spool.sh" copy "$d/err" "$g" "$k" "$s" < "$d/err.fifo" & )
@@ -182,7 +183,7 @@ second() {
 # no session name can clash with): else a second kernel would find the
 # session half made, take it for ended and remove it. A lock whose holder
 # is gone (killed while it held it) is stale: one waiter removes it, under
-# a lock of its own, once it has seen the holder's record proves so.
+# a lock of its own, once the holder's record proves the holder gone.
 lock() {
   lock=$sessions/.$name.lock
   n=0
