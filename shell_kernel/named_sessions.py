@@ -115,7 +115,7 @@ def catch_up_end(attached: Attached, status: int) -> str:
 @dataclass
 class SessionListing:
     name: str
-    state: str  # held (a kernel is attached), detached, or ended
+    state: str  # held (a kernel is attached), detached, starting (a kernel opens it) or ended
     created: int | None
     attached: int | None
     running_seq: int | None  # the cell running, if any
@@ -133,7 +133,7 @@ def list_sessions(backend: Backend) -> list[SessionListing]:
         fields = line.split(" ")
         if line.startswith("refused "):
             raise BackendError(line.partition(" ")[2])
-        if len(fields) != 8 or fields[1] not in ("held", "detached", "ended"):
+        if len(fields) != 8 or fields[1] not in ("held", "detached", "starting", "ended"):
             continue  # rc-file noise
         name, state, created, attached, started, since, done, spooled = fields
         running = (_number(started) or 0) > (_number(done) or 0) and state != "ended"

@@ -98,11 +98,10 @@ def idle_timeout(value: float | None, named: bool) -> float:
 
 def session_name(text: str) -> str:
     """A --session NAME: it names a directory on the host, so only [A-Za-z0-9._-]."""
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", text) or text in (".", "..") \
-            or text.startswith("-"):
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", text) or text.startswith(("-", ".")):
         raise argparse.ArgumentTypeError(
             f"{text!r} cannot name a session: use 1 to 64 letters, digits, '.', '_' and '-' "
-            "(not starting with '-', and not '.' or '..')")
+            "(not starting with '-' or '.')")
     return text
 
 

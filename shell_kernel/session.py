@@ -307,6 +307,7 @@ class ShellSession:
             self._noise = protocol.TtyNoiseFilter(self._info.pid)
         log.info("shell ready: pid %s, bash %s, state dir %s",
                  self._info.pid, self._info.bash_version, self._info.state_dir)
+        threading.Thread(target=backend.sweep, name="shell-kernel-sweep", daemon=True).start()
         self._token = token
         self._open_input()
         return self._info
@@ -529,9 +530,12 @@ class ShellSession:
             except SessionGone as err:
                 lost = ShellExit(f"the remote session is gone: {err}")
             self._lost = lost
+        # The shell was seen to end, but its connection may have failed the
+        # reaper since (a host going down): the new connection does it then.
+        reaped = True
         if old_backend is not None:
             if not lost.connection_lost and old_reaper is not None:
-                old_reaper.stop_everything()
+                reaped = old_reaper.stop_everything()
             self._discard_backend(old_backend)
         restore = None
         if lost.connection_lost and old_info is not None:
@@ -541,6 +545,8 @@ class ShellSession:
         if old_info is None:
             return ""  # the first shell: nothing was lost
         if restore is None:
+            if not reaped:
+                Reaper(self._backend, old_info.pid, old_info.state_dir).stop_everything()
             return ("A new shell was started: the working directory, variables, functions, "
                     "aliases and background jobs of the old shell are gone.")
         where = f" ({self._last_cwd})" if self._last_cwd else ""

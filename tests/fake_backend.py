@@ -57,6 +57,7 @@ class FakeShell(Backend):
         self.ignores_sigint = ignores_sigint
         self.sent: list[bytes] = []
         self.side_calls: list[tuple[str, str]] = []  # (reap.sh mode, signal)
+        self.side_args: list[list[str]] = []  # every reap.sh call's arguments
         self.fail_next: dict[str, Exception] = {}  # verb -> raised once
         self.payloads: dict[str, bytes] = {}  # payload file name -> bytes (see display)
         self.closed = False
@@ -143,10 +144,11 @@ class FakeShell(Backend):
         self._maybe_fail("side_command")
         mode, signal_name = args[0], args[1]
         self.side_calls.append((mode, signal_name))
+        self.side_args.append(list(args))
         if mode == "cell" and self._hung_seq is not None and not self.ignores_sigint:
             seq, self._hung_seq = self._hung_seq, None
             self.end_cell(seq, 130)
-        if mode == "all":
+        if mode == "all" and args[2] == str(self.pid):
             self.die(ShellExit("killed by SIGKILL", 137))
         return SideResult(0, "", "")
 

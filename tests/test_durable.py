@@ -175,7 +175,7 @@ def test_spool_on_the_host_is_bounded_and_offsets_survive_a_trim(durable_kernel,
 def test_shutdown_leaves_nothing_on_the_host(durable_kernel):
     kernel = durable_kernel()
     state, pid = remote_state(kernel)
-    watchdog = int((state / "watchdog.pid").read_text())
+    watchdog = int((state / "watchdog.pid").read_text().split()[0])
     kernel.ok("sleep 1000.74 & (sleep 1000.75 &)")
     kernel.shutdown()
     assert wait_until(lambda: not pids_matching("1000.74") and not pids_matching("1000.75"))

@@ -239,7 +239,7 @@ def test_shutdown_leaves_nothing_on_a_host_without_setsid_f(host, tmp_path, make
     shaped = host(PATH=make_path(tmp_path))
     kernel = shaped.kernel()
     state, pid = remote_state(kernel)
-    watchdog = int((state / "watchdog.pid").read_text())
+    watchdog = int((state / "watchdog.pid").read_text().split()[0])
     kernel.ok("sleep 1000.91 & (sleep 1000.92 &)")
     kernel.shutdown()
     assert wait_until(lambda: not pids_matching("1000.91") and not pids_matching("1000.92"))
@@ -280,3 +280,57 @@ def test_a_durable_start_that_fails_removes_what_it_launched(host, tmp_path):
     assert execution.status == "error"
     assert wait_until(lambda: not pids_matching("1000.93"), timeout=5)
     assert wait_until(lambda: not any(tmpdir.iterdir()), timeout=5)
+
+
+# ------------------------------------------------- what a lost host left behind
+def proc_start(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+
+
+def test_the_next_session_removes_only_state_directories_proved_dead(host, tmp_path):
+    """A host down for longer than the kernel's 5 s of retries keeps the lost
+    shell's state directory. The next session there removes this user's
+    directories whose recorded processes are gone (pid and start no longer
+    match), and nothing else."""
+    tmpdir = tmp_path / "remote tmp"
+    tmpdir.mkdir()
+    alive = subprocess.Popen(["sleep", "1000.941"])
+    try:
+        me, start = alive.pid, proc_start(alive.pid)
+        reused = f"{me} {int(start) - 1}\n"  # the pid now names another process
+        gone = f"999999999 {start}\n"  # no such process
+        layouts = {  # name: ({record: text}, removed)
+            "shell_kernel.lost-shell": ({"shell.start": reused}, True),
+            "shell_kernel.lost-durable": ({"wrapper.pid": gone, "watchdog.pid": reused}, True),
+            "shell_kernel.alive": ({"shell.start": f"{me} {start}\n"}, False),
+            "shell_kernel.watchdog-alive": ({"wrapper.pid": gone,
+                                             "watchdog.pid": f"{me} {start}\n"}, False),
+            "shell_kernel.no-start": ({"shell.start": "999999999\n"}, False),
+            "shell_kernel.no-record": ({}, False),  # one just being made, maybe
+            "shell_kernel.others": ({"shell.start": reused}, False),  # another user's
+            "shell_kernel.writable": ({"shell.start": reused}, False),  # not private
+            "other.lost": ({"shell.start": reused}, False),
+        }
+        for name, (records, _) in layouts.items():
+            (tmpdir / name).mkdir(mode=0o700)
+            for record, text in records.items():
+                (tmpdir / name / record).write_text(text)
+        os.chown(tmpdir / "shell_kernel.others", 65534, 65534)
+        (tmpdir / "shell_kernel.writable").chmod(0o777)
+        named = tmpdir / f"shell_kernel-{os.getuid()}"
+        named.mkdir(mode=0o700)
+        (named / "old").mkdir(mode=0o700)
+        (named / "old" / "wrapper.pid").write_text(reused)  # a named session's: its own rules
+
+        kernel = host(TMPDIR=str(tmpdir)).kernel()
+        state, _ = remote_state(kernel)
+        assert wait_until(lambda: not (tmpdir / "shell_kernel.lost-shell").exists()
+                          and not (tmpdir / "shell_kernel.lost-durable").exists(), timeout=30)
+        assert state.exists()
+        for name, (_, removed) in layouts.items():
+            assert (tmpdir / name).exists() != removed, name
+        assert (named / "old").exists()
+        assert alive.poll() is None
+    finally:
+        alive.kill()
+        alive.wait()

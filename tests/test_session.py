@@ -216,6 +216,22 @@ def test_start_failure_is_a_session_error_and_the_next_start_works():
     h.session.close()
 
 
+def test_a_shell_seen_to_end_is_reaped_through_the_new_connection_if_the_old_one_failed():
+    """The shell ended, then its connection failed the reaper (a host going
+    down ends both, in either order): the new shell's connection reaps what
+    the old one left, as close() does through a connection of its own."""
+    pids = iter([4242, 4343])
+    h = Harness(lambda: FakeShell(pid=next(pids)))
+    h.session.start()
+    old = h.backend
+    old.fail_next["side_command"] = BackendError("the SSH connection is gone")
+    old.die(ShellExit("killed by SIGKILL", 137))
+    assert "A new shell was started" in h.session.run("true").shell_lost
+    assert len(h.backends) == 2 and old.side_args == []  # its reaper failed
+    assert ["all", "-", "4242", "/fake-state"] in h.backend.side_args
+    h.session.close()
+
+
 @pytest.mark.parametrize("error", [BackendError("pipe closed"), OSError("injected")])
 def test_send_failure_ends_the_cell_with_an_error_and_the_next_cell_works(fake, error):
     h = fake()

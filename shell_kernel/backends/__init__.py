@@ -161,6 +161,13 @@ class Backend(abc.ABC):
         terminal is gone. Raises BackendError when the host cannot give one."""
         raise BackendError(f"the {self.description} backend has no terminals")
 
+    def sweep(self) -> None:
+        """Remove what sessions lost with their host left there (state
+        directories whose processes are provably gone: shell/launch.sh
+        sweep), once the shell is up and has restored what it was to restore
+        from a lost shell's directory. Never raises; nothing to do where the
+        kernel cleans up after its own shells (locally)."""
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release the shell's channels; idempotent. After it, on_exit may
@@ -278,6 +285,12 @@ class Contained:
     def open_terminal(self, script: str, args: list[str],
                       on_output: Callable[[bytes], None]) -> "Terminal":
         return self._call("open_terminal", script, args, on_output)
+
+    def sweep(self) -> None:
+        try:
+            self._call("sweep")
+        except BackendError as err:
+            log.info("the sweep failed: %s", err)
 
     def close(self) -> None:
         self._call("close")

@@ -617,6 +617,13 @@ class SSHBackend(Backend):
         # The side shell's text keeps every byte as a surrogate escape.
         return result.stdout.encode("utf-8", "surrogateescape")
 
+    def sweep(self) -> None:
+        try:
+            self.side_command(LAUNCH_SCRIPT, ["sweep"], timeout=CONNECT_TIMEOUT)
+        except BackendError as err:
+            log.info("could not look for state directories left on %s: %s",
+                     self._target.describe(), err)
+
     def _drop_connection(self) -> None:
         if self._side is not None:
             self._side.close()

@@ -9,6 +9,8 @@
 #   launch.sh stop DIR         stops what the session started, removes DIR
 #   launch.sh list             one line per named session of this user
 #   launch.sh kill NAME        stops the named session NAME
+#   launch.sh sweep            removes this user's state directories that
+#                              provably belong to no process any more
 #
 # start: the shell runs detached from the SSH session that started it (in a
 # session of its own), reading commands from a FIFO; its stdout and stderr
@@ -28,7 +30,8 @@
 # kernel's side shell, alive as long as its connection) is the holder: while
 # it or the relay lives, another kernel is refused ("held SINCE"), unless
 # TAKE_OVER is "yes" (then the old relay ends, and the old kernel finds the
-# session taken when it reattaches). The last line printed is one of
+# session taken when it reattaches). Opens (and kills) of one name take
+# turns (see lock). The last line printed is one of
 #   new PREVIOUS PID DIR       started (PREVIOUS: "-", or how an ended one had ended)
 #   attached PID SHELL TOKEN BASH_VERSION OUT_DELIVERED ERR_DELIVERED OUT_END ERR_END
 #            STARTED_SEQ STARTED_AT DONE_SEQ DONE_STATUS DIR
@@ -39,20 +42,15 @@
 mode=$1
 shift
 
-# The shell: the wrapper's child.
-shell_of() {
-  ps -A -o pid= -o ppid= | awk -v w="$1" '$2 == w { print $1; exit }'
-}
+#include pids.sh
 
-# stop DIR: everything the session started, then DIR (reap.sh all). Once
-# the wrapper has ended, so has the shell, and the kernel reaped the rest.
+# stop DIR: everything the session started, then DIR: reap.sh all from the
+# wrapper (the shell's parent, leading its session), which signals it only
+# while it is the process wrapper.pid records.
 stop() {
   [ -d "$1" ] && [ ! -L "$1" ] || return 0
-  if read -r wrapper 2>/dev/null < "$1/wrapper.pid" && kill -0 "$wrapper" 2>/dev/null; then
-    shell=$(shell_of "$wrapper")
-    sh "$1/reap.sh" all - "${shell:-$wrapper}" "$1" >/dev/null 2>&1
-    kill -KILL "$wrapper" 2>/dev/null
-  fi
+  read -r wrapper _ 2>/dev/null < "$1/wrapper.pid" && [ -f "$1/reap.sh" ] &&
+    sh "$1/reap.sh" all - "$wrapper" "$1" >/dev/null 2>&1
   rm -rf -- "$1"
 }
 
@@ -73,9 +71,10 @@ launch() {
     { rm -rf "$dir"; exit 1; }
 
   # The wrapper stays to record how the shell ended (relay.sh reports it),
-  # and writes its pid. The copiers are started from a subshell that ends at
-  # once, so that the shell is the wrapper's only child.
-  wrapper='echo $$ > "$1/wrapper.pid"; d=$1 u=$2 g=$3 k=$4 s=$5; shift 5
+  # and writes its pid (recorded below, with its start). The copiers are
+  # started from a subshell that ends at once, so that the shell is the
+  # wrapper's only child.
+  wrapper='echo $$ > "$1/wrapper.new"; d=$1 u=$2 g=$3 k=$4 s=$5; shift 5
     ( sh "$d/spool.sh" copy "$d/out" "$g" "$k" "$s" < "$d/out.fifo" &
       sh "$d/spool.sh" copy "$d/err" "$g" "$k" "$s" < "$d/err.fifo" & )
     umask "$u"
@@ -96,19 +95,22 @@ launch() {
   pid=
   n=0
   while [ -z "$pid" ] && [ $n -lt 500 ]; do
-    [ -s "$dir/wrapper.pid" ] && pid=$(cat "$dir/wrapper.pid")
+    [ -s "$dir/wrapper.new" ] && read -r pid < "$dir/wrapper.new"
     [ -n "$pid" ] || sleep 0.01 2>/dev/null || sleep 1
     n=$((n + 1))
   done
   [ -n "$pid" ] || { echo "shell_kernel: the shell did not start" >&2; rm -rf "$dir"; exit 1; }
+  pid_record "$pid" "$dir/wrapper.pid" && rm -f "$dir/wrapper.new"
+  read -r _ started < "$dir/wrapper.pid"
 
   (
     trap '' HUP
+    trap - EXIT
     idle=0
     while sleep 5; do
       [ -d "$dir" ] || exit 0
-      kill -0 "$pid" 2>/dev/null || { rm -rf "$dir"; exit 0; }
-      if running "$dir/relay.pid" || running "$dir/holder"; then
+      pid_is "$pid" "$started" || { rm -rf "$dir"; exit 0; }
+      if pid_alive "$dir/relay.pid" || pid_alive "$dir/holder"; then
         idle=0
       else
         idle=$((idle + 5))
@@ -120,13 +122,8 @@ launch() {
         { stop "$dir"; exit 0; }
     done
   ) </dev/null >/dev/null 2>&1 &
-  echo $! > "$dir/watchdog.pid"
+  pid_record $! "$dir/watchdog.pid"
   echo "${launched-}$pid $dir"
-}
-
-# running PIDFILE: the process it names is alive.
-running() {
-  read -r p 2>/dev/null < "$1" && [ -n "$p" ] && kill -0 "$p" 2>/dev/null
 }
 
 # Whether the named session's shell ($dir/shell, second line) is gone, or a
@@ -138,7 +135,7 @@ shell_ended() {
     [ "${line%% *}" = Z ]
     return
   fi
-  ! kill -0 "$s" 2>/dev/null
+  ! pid_alive "$dir/shell.start"
 }
 
 # private DIR: a directory (not a symlink) of this user, writable by nobody else.
@@ -162,8 +159,9 @@ sessions_dir() {
 
 valid_name() {
   case $1 in
-    '' | . | .. | -* | *[!A-Za-z0-9._-]*)
-      echo "refused '$1' cannot name a session (letters, digits, '.', '_' and '-' only)"
+    '' | .* | -* | *[!A-Za-z0-9._-]*)
+      echo "refused '$1' cannot name a session (letters, digits, '.', '_' and '-' only," \
+        "not starting with '.' or '-')"
       exit 3 ;;
   esac
 }
@@ -180,11 +178,39 @@ second() {
   echo "${v:--}"
 }
 
+# lock: holds, until this script ends, the lock that serialises opening and
+# killing the named session $name on this host ($sessions/.NAME.lock, which
+# no session name can clash with): else a second kernel would find the
+# session half made, take it for ended and remove it. A lock whose holder
+# is gone (killed while it held it) is stale: one waiter removes it, under
+# a lock of its own, once the holder's record proves the holder gone.
+lock() {
+  lock=$sessions/.$name.lock
+  n=0
+  until mkdir "$lock" 2>/dev/null; do
+    if pid_gone "$lock/pid" && mkdir "$lock.break" 2>/dev/null; then
+      pid_gone "$lock/pid" && rm -rf "$lock"
+      rmdir "$lock.break"
+      continue
+    fi
+    n=$((n + 1))
+    [ $n -lt 200 ] || {
+      echo "refused another kernel has been opening or stopping the session $name on this" \
+        "host for 20 s, so nothing was run. Try again; if no kernel is starting, remove $lock."
+      exit 3
+    }
+    sleep 0.1 2>/dev/null || sleep 1
+  done
+  trap 'rm -rf "$lock"' EXIT
+  pid_record $$ "$lock/pid"
+}
+
 open_named() {
   name=$1 owner=$2 take_over=$3
   shift 3
   valid_name "$name"
   sessions_dir
+  lock
   dir=$sessions/$name
   user_umask=$(umask)
   umask 077
@@ -197,31 +223,27 @@ open_named() {
           "trusted; nothing was run. Remove it, or use another session name."
         exit 3
       }
-      # One being started has its pid within a moment.
-      n=0
-      while [ ! -s "$dir/wrapper.pid" ] && [ -p "$dir/in" ] && [ $n -lt 50 ]; do
-        sleep 0.1 2>/dev/null || sleep 1
-        n=$((n + 1))
-      done
-      if [ -p "$dir/in" ] && running "$dir/wrapper.pid" && ! shell_ended; then
+      # (Under the lock, a session is never half made: one without a
+      # wrapper is one whose start failed.)
+      if [ -p "$dir/in" ] && pid_alive "$dir/wrapper.pid" && ! shell_ended; then
         attach
         return
       fi
       # A shell killed a moment ago: its wrapper is about to record how it ended.
       n=0
-      while running "$dir/wrapper.pid" && [ $n -lt 50 ]; do
+      while pid_alive "$dir/wrapper.pid" && [ $n -lt 50 ]; do
         sleep 0.1 2>/dev/null || sleep 1
         n=$((n + 1))
       done
       previous=$(value "$dir/exit_status" "?")
       # Its watchdog would remove the directory once it sees the shell gone,
       # even after the new session of this name has made it again.
-      running "$dir/watchdog.pid" && kill "$p" 2>/dev/null
+      pid_kill TERM "$dir/watchdog.pid"
       stop "$dir"  # it ended (its shell exited, or the host rebooted)
     fi
     if mkdir "$dir" 2>/dev/null; then
       echo "$owner" > "$dir/owner"
-      echo "$PPID" > "$dir/holder"
+      pid_record "$PPID" "$dir/holder"
       date +%s > "$dir/created" 2>/dev/null
       date +%s > "$dir/attached" 2>/dev/null
       launched="new $previous "
@@ -237,7 +259,7 @@ open_named() {
 # alive). One that was just killed lets go within a moment: wait for that.
 held() {
   n=0
-  while running "$dir/relay.pid" || running "$dir/holder"; do
+  while pid_alive "$dir/relay.pid" || pid_alive "$dir/holder"; do
     [ $n -lt 20 ] || return 0
     sleep 0.1 2>/dev/null || sleep 1
     n=$((n + 1))
@@ -253,8 +275,8 @@ attach() {
   fi
   echo "$owner" > "$dir/owner.new" && mv -f "$dir/owner.new" "$dir/owner"
   # Taken over: the old kernel's relay ends, and its next one finds the session taken.
-  [ "$previous_owner" != "$owner" ] && running "$dir/relay.pid" && kill -USR2 "$p" 2>/dev/null
-  echo "$PPID" > "$dir/holder"
+  [ "$previous_owner" != "$owner" ] && pid_kill USR2 "$dir/relay.pid"
+  pid_record "$PPID" "$dir/holder"
   date +%s > "$dir/attached" 2>/dev/null
   { read -r token && read -r shell && read -r version; } 2>/dev/null < "$dir/shell"
   { read -r done_seq && read -r done_status; } 2>/dev/null < "$dir/status"
@@ -267,14 +289,17 @@ attach() {
 }
 
 # One line per named session: NAME STATE CREATED ATTACHED STARTED_SEQ
-# STARTED_AT DONE_SEQ SPOOL_BYTES, STATE being held, detached or ended.
+# STARTED_AT DONE_SEQ SPOOL_BYTES, STATE being held, detached, starting (a
+# kernel opens it: no wrapper yet) or ended.
 list() {
   sessions_dir
   for dir in "$sessions"/*; do
     [ -d "$dir" ] && private "$dir" || continue
-    if [ -p "$dir/in" ] && running "$dir/wrapper.pid"; then
+    if [ -p "$dir/in" ] && pid_alive "$dir/wrapper.pid"; then
       state=detached
-      { running "$dir/relay.pid" || running "$dir/holder"; } && state=held
+      { pid_alive "$dir/relay.pid" || pid_alive "$dir/holder"; } && state=held
+    elif [ ! -s "$dir/wrapper.pid" ] && [ -d "$sessions/.${dir##*/}.lock" ]; then
+      state=starting
     else
       state=ended
     fi
@@ -286,22 +311,43 @@ list() {
   done
 }
 
+# sweep: a session's state directory (${TMPDIR:-/tmp}/shell_kernel.*) stays
+# when its host went down for longer than its kernel kept trying to clean up
+# (or the kernel died with it). Removed here once every process it records
+# is provably gone (recorded pid and start no longer match); one that
+# records none, or a pid without its start, or is not this user's private
+# directory, is left alone.
+sweep() {
+  for dir in "${TMPDIR:-/tmp}"/shell_kernel.*; do
+    private "$dir" || continue
+    gone=
+    for record in shell.start wrapper.pid watchdog.pid; do
+      [ -e "$dir/$record" ] || continue
+      pid_gone "$dir/$record" || continue 2
+      gone=yes
+    done
+    [ -z "$gone" ] || rm -rf -- "$dir"
+  done
+}
+
 case $mode in
   start) start "$@" ;;
   open) open_named "$@" ;;
   alive)
-    [ -p "$1/in" ] && kill -0 "$2" 2>/dev/null || exit 0
+    [ -p "$1/in" ] && pid_alive "$1/wrapper.pid" && [ "$recorded" = "$2" ] || exit 0
     dir=$1
     if [ -n "${3-}" ]; then
       [ "$(value "$dir/owner")" = "$3" ] || { echo "taken $(value "$dir/attached")"; exit 0; }
-      echo "$PPID" > "$dir/holder"
+      pid_record "$PPID" "$dir/holder"
       date +%s > "$dir/attached" 2>/dev/null
     fi
     echo alive ;;
   list) list ;;
   kill)
-    valid_name "$1"
+    name=$1
+    valid_name "$name"
     sessions_dir
+    lock
     if [ -d "$sessions/$1" ] && private "$sessions/$1"; then
       stop "$sessions/$1"
       echo killed
@@ -310,6 +356,7 @@ case $mode in
     fi ;;
   status) cat "$1/exit_status" 2>/dev/null ;;
   stop) stop "$1" ;;
+  sweep) sweep ;;
   *)
     echo "launch.sh: unknown mode $mode" >&2
     exit 2

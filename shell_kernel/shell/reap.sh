@@ -22,6 +22,8 @@ mode=$1 sig=$2 root=$3 dir=$4
 shift 4
 noted=$*
 
+#include pids.sh
+
 # Prints "pid ppid sid" a line. From /proc/*/stat where there is a /proc:
 # less than half of what ps costs (ps reads two files a process and starts
 # slower), which counts on a host with many sessions, each scanning the
@@ -156,24 +158,33 @@ case $mode in
     # the SSH session that started it, which may be the one running this:
     # spare this script and its ancestors. (One table for both.)
     snapshot=$(table)
-    # A shell that is gone may have left its pid to another process (a
-    # host that rebooted): nothing is signalled then. (No member of its
-    # session is left either: a pid that names a session is not reused.)
-    # STATE_DIR/shell.start: "PID START" as the shell recorded them.
-    reused=
-    if read -r pid start 2>/dev/null < "$dir/shell.start" && [ "$pid" = "$root" ] \
-        && [ -r "/proc/$root/stat" ]; then
-      now=$(tr '\n' ' ' < "/proc/$root/stat" | sed 's/.*) //' | cut -d ' ' -f 20)
-      if [ -n "$now" ] && [ "$now" != "$start" ]; then reused=yes; fi
+    # The root is signalled, and its tree and session reaped, only while it
+    # is the process that STATE_DIR records (shell.start: the shell's, as
+    # session.bash wrote it; wrapper.pid: a durable session's wrapper): once
+    # that one is gone, its pid may name anyone's process (a host that
+    # rebooted, a session killed by the OOM killer). A root that is gone
+    # still has its session reaped: no process is handed the pid of a
+    # session that has a member left.
+    reap=
+    for record in "$dir/shell.start" "$dir/wrapper.pid"; do
+      pid_alive "$record" && [ "$recorded" = "$root" ] && reap=all
+    done
+    if [ -z "$reap" ] && printf '%s\n' "$snapshot" | awk -v root="$root" '
+        $1 == root { seen = 1 } END { exit seen }'; then
+      reap=session
     fi
     spared=" $(printf '%s\n' "$snapshot" | awk -v me="$$" '{ up[$1] = $2 }
       END { for (p = me; p != "" && p > 1 && hops++ < 128; p = up[p]) printf "%s ", p }')"
-    pids=
-    if [ -z "$reused" ]; then
+    # PID:START tokens: what is still alive after SIGTERM gets SIGKILL only
+    # while it is the same process.
+    tokens=
+    if [ -n "$reap" ]; then
       for p in $(members all); do
-        case $spared in *" $p "*) ;; *) pids="$pids $p" ;; esac
+        case $spared in *" $p "*) ;; *) tokens="$tokens $p:$(pid_start "$p")" ;; esac
       done
     fi
+    pids=
+    for t in $tokens; do pids="$pids ${t%%:*}"; done
     if [ -n "$pids" ]; then
       kill -TERM $pids 2>/dev/null
       n=0
@@ -184,12 +195,14 @@ case $mode in
         sleep 0.05 2>/dev/null || sleep 1
         n=$((n + 1))
       done
-      [ -n "$alive" ] && kill -KILL $alive 2>/dev/null
+      for t in $tokens; do
+        case " $alive " in *" ${t%%:*} "*) pid_is "${t%%:*}" "${t#*:}" && kill -KILL "${t%%:*}" 2>/dev/null ;; esac
+      done
     fi
-    if [ -z "$reused" ]; then
+    if [ "$reap" = all ]; then
       kill -KILL "$root" 2>/dev/null
-      [ -r "$dir/watchdog.pid" ] && kill "$(cat "$dir/watchdog.pid")" 2>/dev/null
     fi
+    pid_kill TERM "$dir/watchdog.pid"
     case $dir in
       */shell_kernel.* | */shell_kernel-[0-9]*/*) [ -d "$dir" ] && [ ! -L "$dir" ] && rm -rf -- "$dir" ;;
     esac

@@ -13,38 +13,49 @@
 # ends at once with status TAKEN when DIR/owner is no longer OWNER: another
 # kernel took the session over.
 
+#include pids.sh
+
 dir=$1 pid=$2 marker=$3 ended=$6 restart=$7
 [ -p "$dir/in" ] || { echo "shell_kernel: no session in $dir" >&2; exit 3; }
+# When the session's wrapper PID started (wrapper.pid): once it has ended,
+# its pid may name another process.
+read -r _ started _ 2>/dev/null < "$dir/wrapper.pid"
 if [ -n "${8-}" ]; then
   read -r owner 2>/dev/null < "$dir/owner"
   [ "$owner" = "$8" ] || exit "$9"
 fi
 relay=$$
+relay_start=$(pid_start "$relay")
+# This relay's children, each "PID START": one that has ended may have been
+# reaped (`wait` reaps them all), and its pid handed to another process.
 out= err= watch= input=
-stop() {
-  kill $out $err $watch $input 2>/dev/null
+child() {
+  echo "$1 $(pid_start "$1")"
 }
-# The shell ended: the watcher below says so and exits at once. It is not
-# signalled back: `wait` may have reaped it already, and its pid may then
-# name another process (pids are reused fast on a busy host).
+stop() {
+  for running in "$out" "$err" "$watch" "$input"; do
+    pid_is $running && kill "${running%% *}" 2>/dev/null
+  done
+}
+# The shell ended: the watcher below says so and exits at once.
 trap 'watch=; stop; exit "$ended"' USR1
 # A follower could not go on. Input keeps flowing until the kernel closes
 # this channel, so nothing it sends meanwhile is lost.
 trap 'input=; stop; exit "$restart"' USR2
-echo "$relay" > "$dir/relay.pid"  # for the watchdog: a kernel is attached
+pid_record "$relay" "$dir/relay.pid"  # for the watchdog: a kernel is attached
 # The followers' own complaints must not look like output.
 sh "$dir/spool.sh" follow "$dir/out" "$4" "$marker" "$relay" 2>/dev/null &
-out=$!
+out=$(child $!)
 sh "$dir/spool.sh" follow "$dir/err" "$5" "$marker" "$relay" 3>&2 2>/dev/null 1>&3 &
-err=$!
+err=$(child $!)
 (
-  while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+  while pid_is "$pid" "$started"; do sleep 1; done
   sleep 0.5 2>/dev/null || sleep 1  # let the followers pass on the last bytes
-  kill -USR1 "$relay" 2>/dev/null
+  pid_is "$relay" "$relay_start" && kill -USR1 "$relay" 2>/dev/null
 ) </dev/null >/dev/null 2>&1 &
-watch=$!
+watch=$(child $!)
 exec 3<>"$dir/in" 4<&0
 cat <&4 >&3 2>/dev/null &  # (an asynchronous command's stdin would be /dev/null)
-input=$!
-wait $input
+input=$(child $!)
+wait "${input%% *}"
 stop

@@ -50,6 +50,14 @@ if [[ -n $__shell_kernel_dir ]]; then
     IFS=$' \n' builtin read -r -d '' -a __shell_kernel_key <<< "${__shell_kernel_value##*) }"
     { builtin printf '%s %s\n' "$$" "${__shell_kernel_key[19]}" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
     builtin unset -v __shell_kernel_key __shell_kernel_value
+  else
+    # No /proc: ps's lstart without its spaces, as shell/pids.sh tells it.
+    __shell_kernel_value=$(builtin command ps -o lstart= -p "$$" 2>/dev/null)
+    __shell_kernel_value=${__shell_kernel_value// }
+    if [[ -n $__shell_kernel_value ]]; then
+      { builtin printf '%s %s\n' "$$" "$__shell_kernel_value" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
+    fi
+    builtin unset -v __shell_kernel_value
   fi
 fi
 

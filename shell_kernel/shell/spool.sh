@@ -23,6 +23,8 @@
 mode=$1
 shift
 
+#include pids.sh
+
 # The start offsets of a stream's generation files, ascending.
 generations() {
   for f in "$1".[0-9]*; do
@@ -46,7 +48,7 @@ drop() {
 # within the last STALL seconds? (Without `date +%s` the answer is no: the
 # spool stays bounded.)
 kernel_reading() {
-  read -r relay 2>/dev/null < "${prefix%/*}/relay.pid" && kill -0 "$relay" 2>/dev/null || return 1
+  pid_alive "${prefix%/*}/relay.pid" || return 1
   read -r acked 2>/dev/null < "${prefix%/*}/acked" || return 1
   now=$(date +%s 2>/dev/null) || return 1
   case $now$acked in *[!0-9]*) return 1 ;; esac
@@ -96,6 +98,7 @@ copy() {
 # RELAY (USR2) to end the relay: the next one starts after the gap, and says so.
 follow() {
   prefix=$1 at=$2 marker=$3 relay=$4
+  relay_start=$(pid_start "$relay")  # it is this one's parent, alive now
   wake=$prefix.wake.$$ count=$prefix.count.$$ tailpid=$prefix.tail.$$
   tail=
   trap 'clean_up; exit 0' TERM
@@ -141,11 +144,12 @@ live() {
     [ $tries -le 100 ] || fail  # it did not start
     sleep 0.01 2>/dev/null || sleep 1
   done
+  tail="$tail $(pid_start "$tail")"  # signalled only while it is that process
   next=$gen
   until [ "$next" -gt "$gen" ]; do
     read -r next <&6 || next=$gen
   done
-  kill -KILL "$tail"
+  pid_is $tail && kill -KILL "${tail%% *}"
   tail=
   wait "$tee" "$counter"
   read -r printed < "$count.n"
@@ -153,13 +157,13 @@ live() {
 }
 
 clean_up() {
-  [ -z "$tail" ] || kill -KILL "$tail" 2>/dev/null
+  pid_is $tail && kill -KILL "${tail%% *}" 2>/dev/null
   rm -f "$wake" "$count" "$count.n" "$tailpid"
 }
 
 fail() {
   clean_up
-  kill -USR2 "$relay" 2>/dev/null
+  pid_is "$relay" "${relay_start-}" && kill -USR2 "$relay" 2>/dev/null
   exit 1
 }
 
