@@ -136,6 +136,9 @@ case $mode in
     echo $pids
     ;;
   cell)
+    # Only while ROOT is the shell that STATE_DIR records: a shell that is
+    # gone may have left its pid to a stranger, whose tree is no cell's.
+    pid_alive "$dir/shell.start" && [ "$recorded" = "$root" ] || exit 0
     pids=$(members cell)
     if [ "$sig" = INT ]; then
       kill -INT $pids "$root" 2>/dev/null
