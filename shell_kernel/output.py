@@ -49,10 +49,18 @@ class Coalescer:
         self._since: float | None = None
         self._partial_since: float | None = None  # when the trailing partial line began
         self._lines_held = False  # held output holds more than that partial line
+        self._prompt: tuple[str, str] | None = None  # (stream, text) of an open input box
+        self._drop_newline: str | None = None  # see release_prompt
 
     def add(self, stream: str, text: str) -> None:
         if not text:
             return
+        if self._drop_newline is not None:
+            if stream == self._drop_newline and text[0] == "\n":
+                text = text[1:]
+            self._drop_newline = None
+            if not text:
+                return
         now = self._clock()
         if self._parts and self._parts[-1][0] == stream:
             self._parts[-1][1].append(text)
@@ -74,7 +82,7 @@ class Coalescer:
 
     def deadline(self) -> float | None:
         """When the held output must go out (monotonic time), or None."""
-        if self._since is None:
+        if self._since is None or self._prompt is not None:
             return None
         due = self._since + self.interval
         if self.partial_hold and not self._lines_held and self._partial_since is not None:
@@ -83,7 +91,7 @@ class Coalescer:
 
     def flush_if_due(self) -> None:
         now = self._clock()
-        if self._since is None or now < self._since + self.interval:
+        if self._since is None or now < self._since + self.interval or self._prompt is not None:
             return
         if self.partial_hold and self._partial_since is not None \
                 and now < self._partial_since + self.partial_hold:
@@ -119,6 +127,37 @@ class Coalescer:
         if not self._parts:
             self._since, self._lines_held = None, False
         return stream, partial
+
+    def hold_prompt(self, stream: str, text: str) -> None:
+        """An input box asks with text (taken with take_partial, the rest
+        flushed): what comes after it is held until release_prompt, so that
+        the text can still go back in its place."""
+        self._prompt = (stream, text)
+
+    def release_prompt(self, answered: str) -> None:
+        """The input box's question is over. Unanswered (the read timed out,
+        the cell ended), its text goes back before what came after it, as a
+        terminal shows it; answered, the frontend shows it with the answer.
+        After end-of-file ("eof": ^D, which a terminal does not echo as a
+        line), the newline a program then prints on that stream to end the
+        prompt's line goes too: nothing would be left but an empty line."""
+        if self._prompt is None:
+            return
+        (stream, text), self._prompt = self._prompt, None
+        if answered == "eof":
+            self._drop_newline = stream
+        if answered or not text:
+            return
+        if self._parts and self._parts[0][0] == stream:
+            self._parts[0][1].insert(0, text)
+        else:
+            self._lines_held |= bool(self._parts)
+            self._parts.insert(0, [stream, [text]])
+        if len(self._parts) == 1 and len(self._parts[0][1]) == 1:
+            self._partial_since = self._clock()  # it may be the next prompt's text too
+        self._size += len(text)
+        if self._since is None:
+            self._since = self._clock()
 
     def flush(self) -> None:
         parts, self._parts, self._size, self._since = self._parts, [], 0, None

@@ -26,6 +26,7 @@ from .named_sessions import catch_up_end, catch_up_header
 from .options import default, output_limit_bytes
 from .prompts import InputTerminal, Prompt
 from .output import Coalescer, DisplaySink, OutputLimit, ScreenClears, Sink, StreamDecoder
+from .startup import not_started
 
 log = logging.getLogger("shell_kernel.session")
 
@@ -65,7 +66,7 @@ class Options:
 
 @dataclass
 class CellResult:
-    exit_code: int
+    exit_code: int | None  # None: not known here (the cell runs on in a named session)
     duration_s: float
     cwd: str | None = None
     interrupted: bool = False
@@ -75,6 +76,8 @@ class CellResult:
     #: For a failed cell: the command that set the status, and its line in the cell.
     command: str | None = None
     line: int | None = None
+    #: The kernel left a named session while it ran this cell, which goes on there.
+    detached: bool = False
 
 
 class SessionError(RuntimeError):
@@ -152,6 +155,7 @@ class _Cell:
     replaced: bool = False
     given_up: bool = False  # the interrupt could not reach its processes
     not_sent: bool = False  # the cell never reached the shell
+    detached: bool = False  # close() left it running in a named session
     lost: ShellExit | None = None
     done: threading.Event = field(default_factory=threading.Event)
     # Set by interrupt() under the session's _cond.
@@ -233,6 +237,7 @@ class ShellSession:
         self._scanners: dict[str, protocol.FrameScanner] = {}
         # pump thread
         self._cell: _Cell | None = None
+        self._held_prompt: Prompt | None = None  # the coalescer holds output behind its text
         self._ready = threading.Event()
         self._ready_fields: dict = {}
         self._startup_output = b""
@@ -293,10 +298,7 @@ class ShellSession:
         if not self._ready.wait(self.options.start_timeout) or not self._shell_up.is_set():
             reason = self._ready_fields.get("failed", f"no answer within {self.options.start_timeout:g} s")
             self._discard_backend(backend)
-            raise SessionError(
-                f"The {backend.description} bash did not start ({reason}). Check that bash "
-                "is installed and that your shell startup files finish without waiting for input; "
-                "the 'clean' option starts bash without them.")
+            raise SessionError(not_started(backend.description, reason))
         ready: protocol.ReadyFrame = self._ready_fields["stdout"]
         self._info = ShellInfo(ready.pid or 0, ready.bash_version, ready.state_dir, ready.restored)
         with self._cond:
@@ -436,6 +438,7 @@ class ShellSession:
                 continue
             answer = cell.ask(prompt)
             if not prompt.over.is_set() and terminal is not None:
+                prompt.answered = "eof" if prompts.is_eof(answer) else "line"
                 terminal.answer(answer)
             del answer  # perhaps a password: not kept
             with self._cond:
@@ -477,6 +480,9 @@ class ShellSession:
     def _result(self, cell: _Cell) -> CellResult:
         duration = time.monotonic() - cell.started
         spill = str(cell.limit.spill_path) if cell.limit.spill_path else None
+        if cell.detached:
+            return CellResult(None, duration, None, cell.interrupted, spill_path=spill,
+                              detached=True)
         if cell.lost is None:
             status = cell.status if cell.status is not None else 1
             if cell.interrupted and status == 0:
@@ -708,8 +714,10 @@ class ShellSession:
         with self._cond:
             cell = self._cell
             if cell is not None and not cell.done.is_set():
-                # The pump may be gone before the shell's end reaches it.
-                cell.lost = ShellExit("the kernel is shutting down")
+                if backend is not None and backend.outlives_kernel:
+                    cell.detached = True  # the named session's shell runs it on
+                else:  # the pump may be gone before the shell's end reaches it
+                    cell.lost = ShellExit("the kernel is shutting down")
                 cell.done.set()
             self._cond.notify_all()
         self._pump_thread.join(timeout=2)
@@ -818,6 +826,7 @@ class ShellSession:
                 except Exception:  # noqa: BLE001 - the pump must outlive one bad event
                     log.exception("while handling %s", type(event).__name__)
             try:
+                self._settle_prompt()
                 self._prompt_if_due()
             except Exception:  # noqa: BLE001
                 log.exception("while prompting")
@@ -831,6 +840,7 @@ class ShellSession:
             handler(self, event)
 
     def _on_output_event(self, event: Output) -> None:
+        self._settle_prompt()  # an answer given is behind this output
         self._handle_data(event.stream, event.data)
 
     def _on_notice(self, event: Notice) -> None:
@@ -986,6 +996,7 @@ class ShellSession:
         self._end_cell(cell)
 
     def _end_cell(self, cell: _Cell) -> None:
+        self._settle_prompt(ended=True)
         for stream, decoder in self._decoders.items():
             self._coalescer.add(stream, self._clears[stream].flush()
                                 + decoder.decode(b"", final=True))
@@ -1032,6 +1043,14 @@ class ShellSession:
             return reported + self._backend.output_lag
         return reported + prompts.SETTLE_SECONDS
 
+    def _settle_prompt(self, ended: bool = False) -> None:
+        """Once the open question is answered or over, the output held
+        behind its text goes out (with the text, if nobody answered)."""
+        prompt = self._held_prompt
+        if prompt is not None and (prompt.answered or prompt.over.is_set() or ended):
+            self._held_prompt = None
+            self._coalescer.release_prompt(prompt.answered)
+
     def _prompt_if_due(self) -> None:
         """Turn the oldest reported read into a prompt, once its text had time
         to arrive: the partial line the output ends with. Without anyone to
@@ -1052,7 +1071,8 @@ class ShellSession:
             self.interrupt()
             return
         if cell.ask is not None:
-            cell.prompt = prompt
+            cell.prompt = self._held_prompt = prompt
+            self._coalescer.hold_prompt(stream, text)
             cell.wake.set()
             return
         self._coalescer.add(stream, text)
