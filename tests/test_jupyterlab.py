@@ -101,7 +101,8 @@ class ServerExited(AssertionError):
 
 
 class LabServer:
-    def __init__(self, root: Path, workdir: Path, notebook: str):
+    def __init__(self, root: Path, workdir: Path, notebook: str, app: str = "jupyterlab"):
+        self.app = app  # the server's module: jupyterlab, or notebook (Jupyter Notebook 7)
         self.root = root
         self.notebook = notebook
         self.workdir = workdir
@@ -147,7 +148,7 @@ class LabServer:
                 self.port = free_port()
                 self.base = f"http://127.0.0.1:{self.port}"
             cmd = [
-                sys.executable, "-m", "jupyterlab",
+                sys.executable, "-m", self.app,
                 "--no-browser",
                 "--allow-root",  # CI runs as root
                 "--ServerApp.ip=127.0.0.1",
@@ -476,7 +477,9 @@ FLOW_CELLS = [
     "false",
     "echo never-reached",
     "echo legacy",  # saved by an earlier version with a record of a run that never was
+    "read -p 'Name: ' n; echo \"hi $n\"",
 ]
+LEGACY = 5
 LEGACY_RECORD = {"exit_code": None}
 
 
@@ -485,7 +488,7 @@ def write_flow_notebook(path: Path) -> None:
     nb.metadata["kernelspec"] = {"name": "shell", "display_name": "Bash (shell_kernel)",
                                  "language": "bash"}
     nb.cells = [nbformat.v4.new_code_cell(code) for code in FLOW_CELLS]
-    nb.cells[-1].metadata["shell_kernel"] = dict(LEGACY_RECORD)
+    nb.cells[LEGACY].metadata["shell_kernel"] = dict(LEGACY_RECORD)
     nbformat.write(nb, str(path))
 
 
@@ -567,6 +570,7 @@ def check_given_up_prompts(nb: Page) -> None:
     nb.wait_done(0)
     nb.wait_output(0, "status=142")
     assert nb.cells.nth(0).locator(".jp-Stdin").count() == 0
+    assert "quick? " in nb.output_text(0)  # the question's text stays, as in a terminal
     nb.run(2)
     nb.wait_output(2, "after-5")
     nb.wait_done(2)
@@ -582,7 +586,7 @@ def test_prompts_given_up_on_run_all_and_clear(lab, browser_page):
 
     # Clear Outputs of All Cells: no status is left, on the page or in the
     # file, also for a cell with no execution count (the legacy record).
-    assert nb.status(5).count() == 1
+    assert nb.status(LEGACY).count() == 1
     nb.menu("Edit", "editmenu:clear-all")
     wait_for(lambda: nb.panel.locator(".jp-ShellKernelStatus").count() == 0, 10,
              "every cell's status to go")
@@ -595,7 +599,7 @@ def test_prompts_given_up_on_run_all_and_clear(lab, browser_page):
     nb.wait_output(1, "head=124")
     nb.wait_output(3, "exit status 1 from 'false' (line 1)")
     nb.wait_idle()
-    for never_ran in (4, 5):
+    for never_ran in (4, 5, 6):
         expect(nb.prompt(never_ran)).to_have_text(re.compile(r"^\s*\[\s*\]:\s*$"))
         assert nb.status(never_ran).count() == 0 and nb.output_text(never_ran) == ""
     assert nb.dialogs() == []
@@ -604,5 +608,33 @@ def test_prompts_given_up_on_run_all_and_clear(lab, browser_page):
     saved = nb.save(lambda n: all(records(n)[:4]))
     rec = records(saved)
     assert [r["exit_code"] for r in rec[:4]] == [0, 0, 0, 1], rec
-    assert rec[4:] == [None, None], rec
+    assert rec[4:] == [None, None, None], rec
     lab.remember_processes()
+
+
+def test_jupyter_notebook_7(tmp_path, browser_page):
+    """Jupyter Notebook 7 is built from JupyterLab's components: the same
+    extension shows statuses there, prompts are answered, and a question the
+    kernel gave up on does not block the next cell."""
+    root = tmp_path / "root"
+    root.mkdir()
+    write_flow_notebook(root / "flow.ipynb")
+    server = LabServer(root, tmp_path, "flow.ipynb", app="notebook")
+    try:
+        server.start()
+        nb = Page(browser_page, server, "notebooks", "flow.ipynb")
+        check_given_up_prompts(nb)
+        assert nb.status(0).get_attribute("data-kind") == "ok"
+        assert nb.status(2).get_attribute("data-kind") == "ok"
+        nb.run(6)
+        box = nb.cells.nth(6).locator(".jp-Stdin-input")
+        box.fill("Notebook Seven")
+        box.press("Enter")
+        nb.wait_output(6, "hi Notebook Seven")
+        nb.wait_done(6)
+        wait_for(lambda: nb.status(6).count() == 1, 10, "cell 6's status")
+        saved = nb.save(lambda n: all(records(n)[i] for i in (0, 2, 6)))
+        assert [records(saved)[i]["exit_code"] for i in (0, 2, 6)] == [0, 0, 0]
+        server.remember_processes()
+    finally:
+        server.stop()
