@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -24,6 +25,14 @@ class StreamDecoder:
 
     def decode(self, data: bytes, final: bool = False) -> str:
         return self._decoder.decode(data, final).replace("\x00", _NUL_PICTURE)
+
+
+#: What only a full-screen program prints: the cursor sent to a row and
+#: column, or the alternate screen switched on.
+_SCREEN_DRAWING = re.compile(r"\x1b\[\d+;\d+[Hf]|\x1b\[\?(?:1049|1047|47)h")
+#: How long output that draws a screen is held back: long enough for the
+#: report that its program reads keys (which drops it: see drop_screen).
+SCREEN_HOLD_SECONDS = 1.0
 
 
 class Coalescer:
@@ -51,6 +60,7 @@ class Coalescer:
         self._lines_held = False  # held output holds more than that partial line
         self._prompt: tuple[str, str] | None = None  # (stream, text) of an open input box
         self._drop_newline: str | None = None  # see release_prompt
+        self._screen_since: float | None = None  # held output draws a screen
 
     def add(self, stream: str, text: str) -> None:
         if not text:
@@ -77,6 +87,8 @@ class Coalescer:
         elif line_end >= 0 or self._partial_since is None:
             self._partial_since = now
         self._lines_held |= line_end >= 0
+        if self._screen_since is None and "\x1b" in text and _SCREEN_DRAWING.search(text):
+            self._screen_since = now
         if self._size >= self._max:
             self.flush()
 
@@ -85,6 +97,8 @@ class Coalescer:
         if self._since is None or self._prompt is not None:
             return None
         due = self._since + self.interval
+        if self._screen_since is not None:
+            due = max(due, self._screen_since + SCREEN_HOLD_SECONDS)
         if self.partial_hold and not self._lines_held and self._partial_since is not None:
             due = max(due, self._partial_since + self.partial_hold)
         return due
@@ -92,6 +106,8 @@ class Coalescer:
     def flush_if_due(self) -> None:
         now = self._clock()
         if self._since is None or now < self._since + self.interval or self._prompt is not None:
+            return
+        if self._screen_since is not None and now < self._screen_since + SCREEN_HOLD_SECONDS:
             return
         if self.partial_hold and self._partial_since is not None \
                 and now < self._partial_since + self.partial_hold:
@@ -159,16 +175,22 @@ class Coalescer:
         if self._since is None:
             self._since = self._clock()
 
+    def drop_screen(self) -> None:
+        """A program that reads keys was found: a screen it drew (held, see
+        SCREEN_HOLD_SECONDS) means nothing in a notebook, and goes."""
+        if self._screen_since is not None:
+            self.discard()
+
     def flush(self) -> None:
         parts, self._parts, self._size, self._since = self._parts, [], 0, None
-        self._partial_since, self._lines_held = None, False
+        self._partial_since, self._lines_held, self._screen_since = None, False, None
         for stream, texts in parts:
             self._sink(stream, "".join(texts))
 
     def discard(self) -> None:
         """Drop the held output (the screen was cleared before it was shown)."""
         self._parts, self._size, self._since = [], 0, None
-        self._partial_since, self._lines_held = None, False
+        self._partial_since, self._lines_held, self._screen_since = None, False, None
 
 
 class OutputLimit:

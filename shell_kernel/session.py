@@ -156,6 +156,7 @@ class _Cell:
     given_up: bool = False  # the interrupt could not reach its processes
     not_sent: bool = False  # the cell never reached the shell
     detached: bool = False  # close() left it running in a named session
+    key_mode: bool = False  # stopped: a program of it reads keys (what it prints is not shown)
     lost: ShellExit | None = None
     done: threading.Event = field(default_factory=threading.Event)
     # Set by interrupt() under the session's _cond.
@@ -485,7 +486,7 @@ class ShellSession:
                               detached=True)
         if cell.lost is None:
             status = cell.status if cell.status is not None else 1
-            if cell.interrupted and status == 0:
+            if cell.interrupted and (status == 0 or cell.key_mode):
                 status = 130  # stopped (e.g. `watch`, which exits 0 on SIGINT): not a success
             command, line = (failed_command(cell.source.decode("utf-8", "replace"), *cell.failed)
                              if status else (None, None))
@@ -870,6 +871,8 @@ class ShellSession:
             data = self._noise.feed(data)
         cell = self._cell
         if cell is not None and not cell.ended[stream] and cell.generation == self._generation:
+            if cell.key_mode:
+                return  # a full-screen program's last words (its screen, "Vim: Finished.")
             data, notice = cell.limit.admit(data)
             if notice:
                 self._add_text(stream, self._decoders[stream].decode(data))
@@ -1061,15 +1064,18 @@ class ShellSession:
         cell = self._cell
         frame, _ = cell.reads.pop(0)
         cell.read_marks.pop(protocol.read_mark(frame.pid, frame.reads), None)
-        stream, text = self._coalescer.take_partial()
-        self._coalescer.flush()
-        prompt = prompts.make_prompt(frame, text, self._info.pid if self._info else 0)
         if prompts.needs_terminal(frame):
-            self._coalescer.add(stream, text)
-            self._coalescer.add("stderr", "\n" + prompts.needs_terminal_notice(prompt.command))
+            cell.key_mode = True
+            self._coalescer.drop_screen()
+            self._coalescer.flush()
+            self._coalescer.add("stderr", prompts.needs_terminal_notice(
+                prompts.asking_command(frame, self._info.pid if self._info else 0)))
             self._coalescer.flush()
             self.interrupt()
             return
+        stream, text = self._coalescer.take_partial()
+        self._coalescer.flush()
+        prompt = prompts.make_prompt(frame, text, self._info.pid if self._info else 0)
         if cell.ask is not None:
             cell.prompt = self._held_prompt = prompt
             self._coalescer.hold_prompt(stream, text)

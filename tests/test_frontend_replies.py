@@ -6,6 +6,7 @@ shut down while its named session runs a cell, a shell slow to start.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -120,3 +121,18 @@ def test_end_of_file_in_a_repl_leaves_nothing_empty(kernel):
     empty = [m["content"] for m in execution.outputs
              if m["msg_type"] == "stream" and not m["content"]["text"].strip()]
     assert empty == [], execution.outputs
+
+
+def test_a_key_mode_program_shows_no_screen_and_stops_with_130(kernel):
+    """vim draws its screen, then reads keys: the cell shows the notice, not
+    the screen (nor vim's last words), and ends as Stop ends it: status 130."""
+    vim = next((name for name in ("vim", "vim.tiny", "vi") if shutil.which(name)), None)
+    assert vim, "no vim: .ci/run installs vim-tiny"
+    execution = kernel.collect(kernel.start(vim, allow_stdin=True), timeout=60)
+    assert execution.prompts == []
+    assert f"'{vim}' needs a terminal" in execution.stderr
+    shown = execution.stdout + execution.stderr
+    assert "\x1b[" not in shown and "~   " not in shown and "Vim: Finished" not in shown, shown
+    assert execution.reply["content"]["ename"] == "KeyboardInterrupt"
+    assert execution.exit_code == 130 and execution.meta["interrupted"] is True
+    assert kernel.ok("echo still-here") == "still-here\n"
