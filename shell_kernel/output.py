@@ -33,6 +33,11 @@ _SCREEN_DRAWING = re.compile(r"\x1b\[\d+;\d+[Hf]|\x1b\[\?(?:1049|1047|47)h")
 #: How long output that draws a screen is held back: long enough for the
 #: report that its program reads keys (which drops it: see drop_screen).
 SCREEN_HOLD_SECONDS = 1.0
+#: With --tty, a `script` process copies each stream from its terminal: which
+#: of the two copies first is the scheduler's choice, so writes to stdout and
+#: stderr closer than that cannot be told apart. Output of both that arrives
+#: within this window counts as written at once, and shows stdout first.
+TTY_TIE_SECONDS = 0.02
 
 
 class Coalescer:
@@ -61,6 +66,9 @@ class Coalescer:
         self._prompt: tuple[str, str] | None = None  # (stream, text) of an open input box
         self._drop_newline: str | None = None  # see release_prompt
         self._screen_since: float | None = None  # held output draws a screen
+        #: stdout that comes this soon after stderr goes before it (see add).
+        self.tie_window = 0.0
+        self._tail_since = float("-inf")  # when the last held part began
 
     def add(self, stream: str, text: str) -> None:
         if not text:
@@ -74,7 +82,23 @@ class Coalescer:
         now = self._clock()
         if self._parts and self._parts[-1][0] == stream:
             self._parts[-1][1].append(text)
+        elif stream == "stdout" and self._parts and now - self._tail_since <= self.tie_window:
+            # Written at the same time as the stderr just before it, as far as
+            # two copying processes let anyone tell: stdout first, as pipes
+            # give it (their reader takes stdout first).
+            tail = self._parts.pop()
+            if self._parts and self._parts[-1][0] == stream:
+                self._parts[-1][1].append(text)
+            else:
+                self._parts.append([stream, [text]])
+            self._parts.append(tail)
+            self._size += len(text)
+            self._lines_held = True
+            if self._size >= self._max:
+                self.flush()
+            return
         else:
+            self._tail_since = now
             self._lines_held |= bool(self._parts)
             self._parts.append([stream, [text]])
             self._partial_since = None
@@ -97,6 +121,8 @@ class Coalescer:
         if self._since is None or self._prompt is not None:
             return None
         due = self._since + self.interval
+        if self.tie_window and self._parts[-1][0] == "stderr":
+            due = max(due, self._tail_since + self.tie_window)
         if self._screen_since is not None:
             due = max(due, self._screen_since + SCREEN_HOLD_SECONDS)
         if self.partial_hold and not self._lines_held and self._partial_since is not None:
@@ -108,6 +134,9 @@ class Coalescer:
         if self._since is None or now < self._since + self.interval or self._prompt is not None:
             return
         if self._screen_since is not None and now < self._screen_since + SCREEN_HOLD_SECONDS:
+            return
+        if self.tie_window and self._parts[-1][0] == "stderr" \
+                and now < self._tail_since + self.tie_window:
             return
         if self.partial_hold and self._partial_since is not None \
                 and now < self._partial_since + self.partial_hold:

@@ -25,7 +25,8 @@ from .interrupts import Escalation, EscalationResult, Outcome, Reaper
 from .named_sessions import catch_up_end, catch_up_header
 from .options import default, output_limit_bytes
 from .prompts import InputTerminal, Prompt
-from .output import Coalescer, DisplaySink, OutputLimit, ScreenClears, Sink, StreamDecoder
+from .output import (TTY_TIE_SECONDS, Coalescer, DisplaySink, OutputLimit, ScreenClears, Sink,
+                     StreamDecoder)
 from .startup import not_started
 
 log = logging.getLogger("shell_kernel.session")
@@ -251,6 +252,8 @@ class ShellSession:
         self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
         self._clears = {name: ScreenClears() for name in protocol.STREAMS}
         self._coalescer = Coalescer(self._sink, interval=self.options.flush_interval)
+        if self.options.tty:  # two `script` copies: see output.TTY_TIE_SECONDS
+            self._coalescer.tie_window = TTY_TIE_SECONDS
         self._pump_thread = threading.Thread(target=self._pump, name="shell-kernel-pump", daemon=True)
         self._pump_thread.start()
 
