@@ -54,26 +54,37 @@ class ShellKernel(Kernel):
         #: cell that reported it are answered (see _send_abort_reply).
         self._start_failure: str | None = None
         self._local_version: str | None = None  # see _bash_version
+        self._stop_waiting = threading.Event()  # Stop while a cell waits for the start
         self._launch.bind(self._send_stream, self._send_display, self._send_clear)
 
-    def _wait_started(self) -> None:
-        """Wait for the shell's start; a cell that comes while it is still
-        starting (slow startup files) shows that, and for how long, meanwhile."""
+    def _wait_started(self) -> bool:
+        """Wait for the shell's start. A cell that waits longer than
+        STARTING_QUIET_S (slow startup files) shows that, with the time so
+        far, until the shell is up; Stop ends the wait (False: the cell is
+        not run)."""
         launch = self._launch
-        if launch.wait_started(STARTING_QUIET_S):
-            return
+        if launch.started.is_set():
+            return True
         where = f" on {launch.config.ssh}" if launch.config.ssh else ""
-        display_id = f"shell-kernel-start-{uuid.uuid4().hex}"
-        while True:
-            elapsed = time.monotonic() - launch.started_at
-            if launch.started.is_set():
-                if self._session.info is not None:
-                    self._send_clear(wait=False)  # a progress line: gone once the shell is up
-                return
-            self._send_display("text/plain", still_starting(
-                elapsed, launch.config.start_timeout, where).encode(), display_id)
-            if not launch.wait_started(1.0) and elapsed > launch.config.start_timeout + 5:
-                return  # the session's own timeout has passed: run() says what is wrong
+        display_id = None
+        show_at = time.monotonic() + STARTING_QUIET_S
+        give_up = launch.started_at + launch.config.start_timeout + 5
+        self._stop_waiting.clear()
+        while not launch.wait_started(0.1):
+            now = time.monotonic()
+            if self._stop_waiting.is_set():
+                return False
+            if now > give_up:
+                return True  # the session's own timeout has passed: run() says what is wrong
+            if now >= show_at:
+                display_id = display_id or f"shell-kernel-start-{uuid.uuid4().hex}"
+                self._send_display("text/plain", still_starting(
+                    now - launch.started_at, launch.config.start_timeout, where).encode(),
+                    display_id)
+                show_at = now + 1.0
+        if display_id is not None and self._session.info is not None:
+            self._send_clear(wait=False)  # a progress line: gone once the shell is up
+        return True
 
     @property
     def banner(self) -> str:
@@ -139,6 +150,7 @@ class ShellKernel(Kernel):
 
     def _on_sigint(self, signum, frame) -> None:
         log.debug("SIGINT received")
+        self._stop_waiting.set()
         self._session.interrupt()
 
     def pre_handler_hook(self) -> None:
@@ -149,6 +161,7 @@ class ShellKernel(Kernel):
 
     async def interrupt_request(self, stream, ident, parent):
         log.debug("interrupt_request received")
+        self._stop_waiting.set()
         self._session.interrupt()
         self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
 
@@ -247,7 +260,12 @@ class ShellKernel(Kernel):
         self._start_failure = None
         self._user_expressions = user_expressions or {}
         started = time.monotonic()
-        self._wait_started()
+        if not self._wait_started():
+            meta = {"exit_code": 130, "duration_s": round(time.monotonic() - started, 6),
+                    "interrupted": True}
+            return self._error_reply("KeyboardInterrupt", "130", meta, silent,
+                                     "Interrupted while the shell was starting: this cell "
+                                     "did not run (exit status 130)")
         not_started = self._launch.take_error()
         if not_started is not None:
             # Reported once, here; the cells queued behind this one fail with it.

@@ -136,3 +136,27 @@ def test_a_key_mode_program_shows_no_screen_and_stops_with_130(kernel):
     assert execution.reply["content"]["ename"] == "KeyboardInterrupt"
     assert execution.exit_code == 130 and execution.meta["interrupted"] is True
     assert kernel.ok("echo still-here") == "still-here\n"
+
+
+def test_stop_while_the_shell_starts_ends_the_waiting_cell(jupyter_prefix, start_kernel,
+                                                           tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bash_profile").write_text(f"sleep {SLOW_MARK}\n")
+    spec = f"shell-slow-stop-{os.getpid()}"
+    install_spec(jupyter_prefix, spec, ["--start-timeout", "120"])
+    kernel = start_kernel(spec, HOME=str(home))
+    msg_id = kernel.start("echo never-ran")
+    # The cell says that it waits, then Stop ends the wait.
+    while True:
+        msg = kernel.kc.get_iopub_msg(timeout=30)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "display_data":
+            assert "is still starting" in msg["content"]["data"]["text/plain"]
+            break
+    kernel.km.interrupt_kernel()
+    execution = kernel.collect(msg_id, timeout=30)
+    assert execution.reply["content"]["ename"] == "KeyboardInterrupt"
+    assert "did not run" in execution.reply["content"]["traceback"][0]
+    assert execution.meta["exit_code"] == 130 and "never-ran" not in execution.stdout
+    kernel.shutdown()
+    assert wait_until(lambda: not pids_matching(SLOW_MARK), timeout=10)
