@@ -90,7 +90,10 @@ class ShellKernel(Kernel):
     def banner(self) -> str:
         # kernel_info is answered at once, whatever the shell's startup files do.
         info = self._session.info
-        version = info.bash_version if info else "(starting)"
+        if not self._launch.started.is_set():
+            version = "(starting)"
+        else:
+            version = info.bash_version if info is not None else "(not started)"
         return (f"shell_kernel {__version__}: a persistent bash {version} "
                 f"({self._session.description}).\nEach cell runs in the same shell; "
                 "a non-zero exit status makes the cell an error.")

@@ -74,7 +74,7 @@ class Coalescer:
         if not text:
             return
         if self._drop_newline is not None:
-            if stream == self._drop_newline and text[0] == "\n":
+            if self._drop_newline in (stream, "") and text[0] == "\n":
                 text = text[1:]
             self._drop_newline = None
             if not text:
@@ -190,7 +190,7 @@ class Coalescer:
             return
         (stream, text), self._prompt = self._prompt, None
         if answered == "eof":
-            self._drop_newline = stream
+            self._drop_newline = stream if text else ""  # no text: its stream is unknown
         if answered or not text:
             return
         if self._parts and self._parts[0][0] == stream:
