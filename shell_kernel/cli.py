@@ -20,7 +20,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="in this Python's prefix (e.g. the active virtualenv)")
     where.add_argument("--prefix", metavar="DIR", help="under DIR/share/jupyter/kernels")
     install.add_argument("--name", help="kernelspec name (default: shell, or shell-ssh-HOST "
-                                       "with --ssh)")
+                                       "with --ssh; -clean, -tty, -session-NAME added for "
+                                       "those options)")
     install.add_argument("--display-name", metavar="TEXT", help="name shown in Jupyter")
     add_options(install)
 

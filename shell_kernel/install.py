@@ -38,15 +38,31 @@ def check_name(name: str) -> str:
     return name
 
 
+def _variant(config: KernelConfig) -> list[str]:
+    """What sets this kernelspec apart from the plain one of its host, in
+    words: a launcher shows variants side by side."""
+    words = [word for word, on in (("clean", config.clean), ("tty", config.tty)) if on]
+    if config.session:
+        words.append(f"session {config.session}")
+    return words
+
+
 def default_name(config: KernelConfig) -> str:
     if config.ssh is None:
-        return "shell"
-    from .backends.ssh_target import spec_name_for
-    return spec_name_for(config.ssh)
+        name = "shell"
+    else:
+        from .backends.ssh_target import spec_name_for
+        name = spec_name_for(config.ssh)
+    # A variant gets a name of its own, so that it does not replace the plain one.
+    return "-".join([name, *(word.replace(" ", "-") for word in _variant(config))])
 
 
 def default_display_name(config: KernelConfig) -> str | None:
-    return None if config.ssh is None else f"Bash on {config.ssh} (SSH)"
+    """None: the template's "Bash (shell_kernel)"."""
+    words = _variant(config)
+    if config.ssh is not None:
+        return f"Bash on {config.ssh} ({', '.join(['SSH', *words])})"
+    return f"Bash ({', '.join(words)})" if words else None
 
 
 def build_spec(config: KernelConfig, display_name: str | None) -> dict:

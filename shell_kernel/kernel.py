@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import logging
 import signal
+import subprocess
 import threading
 import time
+import uuid
 
 import zmq
 from ipykernel import kernel_protocol_version
@@ -22,8 +24,12 @@ from .failure import cell_error
 from .prompts import Prompt
 from .results import UnknownDisplay, display_bundle, error_content, reply_metadata
 from .session import CellResult, SessionError
+from .startup import still_starting
 
 log = logging.getLogger("shell_kernel.kernel")
+
+#: A cell that waits this long for the shell's start says so (and how long).
+STARTING_QUIET_S = 1.0
 
 
 class ShellKernel(Kernel):
@@ -44,32 +50,83 @@ class ShellKernel(Kernel):
         self._display_ids: set[str] = set()
         self._idle = threading.Event()  # no cell is running
         self._idle.set()
+        #: Why the shell did not start, while the cells queued behind the
+        #: cell that reported it are answered (see _send_abort_reply).
+        self._start_failure: str | None = None
+        self._local_version: str | None = None  # see _bash_version
+        self._stop_waiting = threading.Event()  # Stop while a cell waits for the start
         self._launch.bind(self._send_stream, self._send_display, self._send_clear)
 
-    def _wait_started(self) -> None:
-        self._launch.wait_started()
+    def _wait_started(self) -> bool:
+        """Wait for the shell's start. A cell that waits longer than
+        STARTING_QUIET_S (slow startup files) shows that, with the time so
+        far, until the shell is up; Stop ends the wait (False: the cell is
+        not run)."""
+        launch = self._launch
+        if launch.started.is_set():
+            return True
+        where = f" on {launch.config.ssh}" if launch.config.ssh else ""
+        display_id = None
+        show_at = time.monotonic() + STARTING_QUIET_S
+        give_up = launch.started_at + launch.config.start_timeout + 5
+        self._stop_waiting.clear()
+        while not launch.wait_started(0.1):
+            now = time.monotonic()
+            if self._stop_waiting.is_set():
+                return False
+            if now > give_up:
+                return True  # the session's own timeout has passed: run() says what is wrong
+            if now >= show_at:
+                display_id = display_id or f"shell-kernel-start-{uuid.uuid4().hex}"
+                self._send_display("text/plain", still_starting(
+                    now - launch.started_at, launch.config.start_timeout, where).encode(),
+                    display_id)
+                show_at = now + 1.0
+        if display_id is not None and self._session.info is not None:
+            self._send_clear(wait=False)  # a progress line: gone once the shell is up
+        return True
 
     @property
     def banner(self) -> str:
-        self._wait_started()
+        # kernel_info is answered at once, whatever the shell's startup files do.
         info = self._session.info
-        version = info.bash_version if info else "unknown"
+        if not self._launch.started.is_set():
+            version = "(starting)"
+        else:
+            version = info.bash_version if info is not None else "(not started)"
         return (f"shell_kernel {__version__}: a persistent bash {version} "
                 f"({self._session.description}).\nEach cell runs in the same shell; "
                 "a non-zero exit status makes the cell an error.")
 
     @property
     def language_info(self) -> dict:
-        self._wait_started()
-        info = self._session.info
         return {
             "name": "bash",
-            "version": info.bash_version if info else "",
+            "version": self._bash_version(),
             "mimetype": "text/x-sh",
             "file_extension": ".sh",
             "codemirror_mode": "shell",
             "pygments_lexer": "bash",
         }
+
+    def _bash_version(self) -> str:
+        """The shell's bash version; before it is up (kernel_info does not wait
+        for the startup files), a local one asks the same bash without them,
+        so that a notebook's saved language_info does not change."""
+        info = self._session.info
+        if info is not None:
+            return info.bash_version
+        if self._launch.config.ssh is not None:
+            return ""
+        if self._local_version is None:
+            try:
+                self._local_version = subprocess.run(
+                    [self._launch.config.bash, "--noprofile", "--norc", "-c",
+                     'builtin printf %s "$BASH_VERSION"'], capture_output=True, text=True,
+                    timeout=5, stdin=subprocess.DEVNULL).stdout
+            except (OSError, subprocess.SubprocessError):
+                self._local_version = ""
+        return self._local_version
 
     @property
     def kernel_info(self) -> dict:
@@ -96,6 +153,7 @@ class ShellKernel(Kernel):
 
     def _on_sigint(self, signum, frame) -> None:
         log.debug("SIGINT received")
+        self._stop_waiting.set()
         self._session.interrupt()
 
     def pre_handler_hook(self) -> None:
@@ -106,6 +164,7 @@ class ShellKernel(Kernel):
 
     async def interrupt_request(self, stream, ident, parent):
         log.debug("interrupt_request received")
+        self._stop_waiting.set()
         self._session.interrupt()
         self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
 
@@ -117,13 +176,13 @@ class ShellKernel(Kernel):
         self.session.send(self.iopub_socket, "stream", {"name": name, "text": text},
                           parent=parent, ident=self._topic("stream"))
 
-    def _send_clear(self) -> None:
+    def _send_clear(self, wait: bool = True) -> None:
         """The cell cleared its screen: clear its output when the next arrives
         (wait=True, so that a loop that clears and reprints does not flicker)."""
         parent = self._output_parent
         if parent is None:
             return
-        self.session.send(self.iopub_socket, "clear_output", {"wait": True},
+        self.session.send(self.iopub_socket, "clear_output", {"wait": wait},
                           parent=parent, ident=self._topic("clear_output"))
 
     def _send_display(self, mime: str, data: bytes, display_id: str) -> None:
@@ -201,9 +260,21 @@ class ShellKernel(Kernel):
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                          allow_stdin=False, *, cell_meta=None, cell_id=None):
         self._output_parent = self.get_parent("shell")
-        self._wait_started()
+        self._start_failure = None
         self._user_expressions = user_expressions or {}
         started = time.monotonic()
+        if not self._wait_started():
+            meta = {"exit_code": 130, "duration_s": round(time.monotonic() - started, 6),
+                    "interrupted": True}
+            return self._error_reply("KeyboardInterrupt", "130", meta, silent,
+                                     "Interrupted while the shell was starting: this cell "
+                                     "did not run (exit status 130)")
+        not_started = self._launch.take_error()
+        if not_started is not None:
+            # Reported once, here; the cells queued behind this one fail with it.
+            self._start_failure = str(not_started)
+            meta = {"exit_code": None, "duration_s": round(time.monotonic() - started, 6)}
+            return self._error_reply("ShellUnavailable", str(not_started), meta, silent)
         self._idle.clear()
         try:
             result = self._session.run(code, self._ask if allow_stdin else None)
@@ -223,6 +294,13 @@ class ShellKernel(Kernel):
 
     def _reply_for(self, result: CellResult, silent: bool) -> dict:
         meta = reply_metadata(result)
+        if result.detached:
+            name = self._launch.config.session
+            meta["session"] = name
+            text = (f"The kernel detached from session {name}, which keeps running this cell "
+                    f"(cell [{self.execution_count}]): the next kernel started with "
+                    f"--session {name} shows the rest of its output and its exit status.")
+            return self._error_reply("Detached", text, meta, silent)
         error = cell_error(result)
         if error is not None:
             return self._error_reply(*error[:2], meta, silent, error[2])
@@ -250,10 +328,35 @@ class ShellKernel(Kernel):
 
     def finish_metadata(self, parent, metadata, reply_content):
         metadata = super().finish_metadata(parent, metadata, reply_content)
+        if reply_content.get("status") == "aborted":
+            return metadata  # never ran (queued behind a failed cell): no record of ours
         # host as `run` records it: "local", or the SSH target of the kernelspec.
         metadata["shell_kernel"] = {**self._reply_metadata,
                                     "host": self._launch.config.ssh or "local"}
         return metadata
+
+    def _send_abort_reply(self, stream, msg, idents):
+        """ipykernel skips ("aborts") the cells queued behind a failed one.
+        Behind a shell that did not start they fail at once with the same
+        error instead: each would otherwise have waited for a start of its own."""
+        failure = self._start_failure
+        if failure is None or msg["header"]["msg_type"] != "execute_request":
+            return super()._send_abort_reply(stream, msg, idents)
+        content = msg["content"]
+        silent = content.get("silent", False)
+        if not silent:
+            self.execution_count += 1
+            self._publish_execute_input(content.get("code", ""), msg, self.execution_count)
+        metadata = self.init_metadata(msg)
+        self._reply_metadata = {"exit_code": None, "duration_s": 0.0}
+        error = error_content("ShellUnavailable", failure)
+        if not silent:
+            self.session.send(self.iopub_socket, "error", error, parent=msg,
+                              ident=self._topic("error"))
+        reply = {"status": "error", "execution_count": self.execution_count, **error}
+        metadata = self.finish_metadata(msg, metadata, reply)
+        self.session.send(stream, "execute_reply", reply, parent=msg, metadata=metadata,
+                          ident=idents)
 
     # ------------------------------------------------------------- shutdown
     async def do_shutdown(self, restart):

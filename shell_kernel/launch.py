@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from .config import KernelConfig
 from .session import SessionError, ShellSession
@@ -23,14 +24,17 @@ class ShellLaunch:
         self.session = ShellSession(config.backend_factory(), self._on_stream,
                                     config.session_options(), self._on_display, self._on_clear)
         self.started = threading.Event()
+        self.started_at = time.monotonic()
+        self._error: SessionError | None = None
         threading.Thread(target=self._start, name="shell-kernel-start", daemon=True).start()
 
     def _start(self) -> None:
         try:
             self.session.start()
         except SessionError as err:
-            # The first cell reports it, and tries again (the user may have
-            # fixed known_hosts or the network meanwhile).
+            # The first cell reports it (take_error); the next cell tries
+            # again (the user may have fixed known_hosts or the network meanwhile).
+            self._error = err
             log.warning("%s", err)
         finally:
             self.started.set()
@@ -39,8 +43,14 @@ class ShellLaunch:
         """Where output goes from now on (before this, only startup noise flows)."""
         self._stream, self._display, self._clear = stream, display, clear
 
-    def wait_started(self) -> None:
-        self.started.wait(self.config.start_timeout + 5)
+    def wait_started(self, timeout: float | None = None) -> bool:
+        return self.started.wait(self.config.start_timeout + 5 if timeout is None else timeout)
+
+    def take_error(self) -> SessionError | None:
+        """Why the shell did not start, once: the start timeout is paid once,
+        by the first cell, which reports it."""
+        error, self._error = self._error, None
+        return error
 
     def _on_stream(self, name: str, text: str) -> None:
         if self._stream is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -24,6 +25,19 @@ class StreamDecoder:
 
     def decode(self, data: bytes, final: bool = False) -> str:
         return self._decoder.decode(data, final).replace("\x00", _NUL_PICTURE)
+
+
+#: What only a full-screen program prints: the cursor sent to a row and
+#: column, or the alternate screen switched on.
+_SCREEN_DRAWING = re.compile(r"\x1b\[\d+;\d+[Hf]|\x1b\[\?(?:1049|1047|47)h")
+#: How long output that draws a screen is held back: long enough for the
+#: report that its program reads keys (which drops it: see drop_screen).
+SCREEN_HOLD_SECONDS = 1.0
+#: With --tty, a `script` process copies each stream from its terminal: which
+#: of the two copies first is the scheduler's choice, so writes to stdout and
+#: stderr closer than that cannot be told apart. Output of both that arrives
+#: within this window counts as written at once, and shows stdout first.
+TTY_TIE_SECONDS = 0.02
 
 
 class Coalescer:
@@ -55,14 +69,39 @@ class Coalescer:
         #: Per stream, the line it was on when its output last went out, in
         #: the order the streams last brought some (see take_partial).
         self._shown: dict[str, str] = {}
+        self._prompt: tuple[str, str] | None = None  # (stream, text) of an open input box
+        self._drop_newline: str | None = None  # see release_prompt
+        self._screen_since: float | None = None  # held output draws a screen
+        #: stdout that comes this soon after stderr goes before it (see add).
+        self.tie_window = 0.0
+        self._tail_since = float("-inf")  # when the last held part began
 
     def add(self, stream: str, text: str) -> None:
         if not text:
             return
+        if self._drop_newline is not None:
+            if self._drop_newline in (stream, "") and text[0] == "\n":
+                text = text[1:]
+            self._drop_newline = None
+            if not text:
+                return
         now = self._clock()
         if self._parts and self._parts[-1][0] == stream:
             self._parts[-1][1].append(text)
+        elif self.tie_window and stream == "stdout" and self._parts \
+                and now - self._tail_since <= self.tie_window:
+            # Written at the same time as the stderr just before it, as far as
+            # two copying processes let anyone tell: stdout first, as pipes
+            # give it (their reader takes stdout first).
+            tail = self._parts.pop()
+            if self._parts and self._parts[-1][0] == stream:
+                self._parts[-1][1].append(text)
+            else:
+                self._parts.append([stream, [text]])
+            self._parts.append(tail)
+            self._lines_held = True
         else:
+            self._tail_since = now
             self._lines_held |= bool(self._parts)
             self._parts.append([stream, [text]])
         self._size += len(text)
@@ -74,21 +113,35 @@ class Coalescer:
         elif line_end >= 0 or stream not in self._partial_since:
             self._partial_since[stream] = now
         self._lines_held |= line_end >= 0
+        if self._screen_since is None and "\x1b" in text and _SCREEN_DRAWING.search(text):
+            self._screen_since = now
         if self._size >= self._max:
             self.flush()
 
     def deadline(self) -> float | None:
         """When the held output must go out (monotonic time), or None."""
-        if self._since is None:
+        if self._since is None or self._prompt is not None:
             return None
         due = self._since + self.interval
+        if self._tied():
+            due = max(due, self._tail_since + self.tie_window)
+        if self._screen_since is not None:
+            due = max(due, self._screen_since + SCREEN_HOLD_SECONDS)
         if self.partial_hold and not self._lines_held and self._partial_since:
             due = max(due, min(self._partial_since.values()) + self.partial_hold)
         return due
 
+    def _tied(self) -> bool:
+        """The held output ends with stderr that stdout may still come before."""
+        return bool(self.tie_window and self._parts and self._parts[-1][0] == "stderr")
+
     def flush_if_due(self) -> None:
         now = self._clock()
-        if self._since is None or now < self._since + self.interval:
+        if self._since is None or now < self._since + self.interval or self._prompt is not None:
+            return
+        if self._screen_since is not None and now < self._screen_since + SCREEN_HOLD_SECONDS:
+            return
+        if self._tied() and now < self._tail_since + self.tie_window:
             return
         held = [stream for stream in self._streams_with_partials()
                 if self.partial_hold and now < self._partial_since[stream] + self.partial_hold]
@@ -148,9 +201,46 @@ class Coalescer:
             self._since, self._lines_held = None, False
         return partial
 
+    def hold_prompt(self, stream: str, text: str) -> None:
+        """An input box asks with text (taken with take_partial, the rest
+        flushed): what comes after it is held until release_prompt, so that
+        the text can still go back in its place."""
+        self._prompt = (stream, text)
+
+    def release_prompt(self, answered: str) -> None:
+        """The input box's question is over. Unanswered (the read timed out,
+        the cell ended), its text goes back before what came after it, as a
+        terminal shows it; answered, the frontend shows it with the answer.
+        After end-of-file ("eof": ^D, which a terminal does not echo as a
+        line), the newline a program then prints on that stream to end the
+        prompt's line goes too: nothing would be left but an empty line."""
+        if self._prompt is None:
+            return
+        (stream, text), self._prompt = self._prompt, None
+        if answered == "eof":
+            self._drop_newline = stream if text else ""  # no text: its stream is unknown
+        if answered or not text:
+            return
+        if self._parts and self._parts[0][0] == stream:
+            self._parts[0][1].insert(0, text)
+        else:
+            self._lines_held |= bool(self._parts)
+            self._parts.insert(0, [stream, [text]])
+        if len(self._parts) == 1 and len(self._parts[0][1]) == 1:
+            self._partial_since[stream] = self._clock()  # it may be the next prompt's text too
+        self._size += len(text)
+        if self._since is None:
+            self._since = self._clock()
+
+    def drop_screen(self) -> None:
+        """A program that reads keys was found: a screen it drew (held, see
+        SCREEN_HOLD_SECONDS) means nothing in a notebook, and goes."""
+        if self._screen_since is not None:
+            self.discard()
+
     def flush(self) -> None:
         parts, self._parts, self._size, self._since = self._parts, [], 0, None
-        self._partial_since, self._lines_held = {}, False
+        self._partial_since, self._lines_held, self._screen_since = {}, False, None
         for stream, texts in parts:
             text = "".join(texts)
             cut = max(text.rfind("\n"), text.rfind("\r")) + 1
@@ -162,7 +252,7 @@ class Coalescer:
     def discard(self) -> None:
         """Drop the held output (the screen was cleared before it was shown)."""
         self._parts, self._size, self._since = [], 0, None
-        self._partial_since, self._lines_held = {}, False
+        self._partial_since, self._lines_held, self._screen_since = {}, False, None
 
 
 class OutputLimit:

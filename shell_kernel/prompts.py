@@ -66,6 +66,8 @@ class Prompt:
     #: Set when the read is over without an answer (it timed out, the cell
     #: ended or was interrupted): the question is moot.
     over: threading.Event = field(default_factory=threading.Event)
+    #: Set by the asking thread before the answer goes out: "line", or "eof".
+    answered: str = ""
 
 
 def asking_command(frame: protocol.ReadingFrame, shell_pid: int) -> str:
@@ -103,11 +105,15 @@ def no_input_notice(command: str) -> str:
             "parameter).\n")
 
 
+def is_eof(answer: str | None) -> bool:
+    return answer is None or answer in EOF_ANSWERS
+
+
 def answer_bytes(answer: str | None, keys: int = 0) -> bytes:
     """What to write to the terminal for an answer (None: end-of-file); for
     a read of KEYS bytes, its first KEYS characters (as read -n counts
     them), or Enter for an empty answer."""
-    if answer is None or answer in EOF_ANSWERS:
+    if is_eof(answer):
         return b"\x04"
     typed = _CONTROLS.sub("", answer)
     if keys and typed:

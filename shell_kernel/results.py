@@ -23,6 +23,8 @@ def reply_metadata(result: CellResult) -> dict:
         meta["interrupted"] = True
     if result.shell_lost:
         meta["shell_restarted"] = True
+    if result.detached:
+        meta["detached"] = True
     if result.spill_path:
         meta["output_file"] = result.spill_path
     if result.command is not None:

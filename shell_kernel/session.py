@@ -26,7 +26,9 @@ from .interrupts import Escalation, EscalationResult, Outcome, Reaper
 from .named_sessions import catch_up_end, catch_up_header
 from .options import default, output_limit_bytes
 from .prompts import InputTerminal, Prompt
-from .output import Coalescer, DisplaySink, OutputLimit, ScreenClears, Sink, StreamDecoder
+from .output import (TTY_TIE_SECONDS, Coalescer, DisplaySink, OutputLimit, ScreenClears, Sink,
+                     StreamDecoder)
+from .startup import not_started
 
 log = logging.getLogger("shell_kernel.session")
 
@@ -66,7 +68,7 @@ class Options:
 
 @dataclass
 class CellResult:
-    exit_code: int
+    exit_code: int | None  # None: not known here (the cell runs on in a named session)
     duration_s: float
     cwd: str | None = None
     interrupted: bool = False
@@ -76,6 +78,8 @@ class CellResult:
     #: For a failed cell: the command that set the status, and its line in the cell.
     command: str | None = None
     line: int | None = None
+    #: The kernel left a named session while it ran this cell, which goes on there.
+    detached: bool = False
 
 
 class SessionError(RuntimeError):
@@ -155,6 +159,8 @@ class _Cell:
     replaced: bool = False
     given_up: bool = False  # the interrupt could not reach its processes
     not_sent: bool = False  # the cell never reached the shell
+    detached: bool = False  # close() left it running in a named session
+    key_mode: bool = False  # stopped: a program of it reads keys (what it prints is not shown)
     lost: ShellExit | None = None
     done: threading.Event = field(default_factory=threading.Event)
     # Set by interrupt() under the session's _cond.
@@ -236,6 +242,7 @@ class ShellSession:
         self._scanners: dict[str, protocol.FrameScanner] = {}
         # pump thread
         self._cell: _Cell | None = None
+        self._held_prompt: Prompt | None = None  # the coalescer holds output behind its text
         self._ready = threading.Event()
         self._ready_fields: dict = {}
         self._startup_output = b""
@@ -249,6 +256,8 @@ class ShellSession:
         self._clears = {name: ScreenClears() for name in protocol.STREAMS}
         self._shown = Acknowledgements(lambda mark: self._backend and self._backend.acknowledge(mark))
         self._coalescer = Coalescer(self._show, interval=self.options.flush_interval)
+        if self.options.tty:  # two `script` copies: see output.TTY_TIE_SECONDS
+            self._coalescer.tie_window = TTY_TIE_SECONDS
         self._pump_thread = threading.Thread(target=self._pump, name="shell-kernel-pump", daemon=True)
         self._pump_thread.start()
 
@@ -297,10 +306,7 @@ class ShellSession:
         if not self._ready.wait(self.options.start_timeout) or not self._shell_up.is_set():
             reason = self._ready_fields.get("failed", f"no answer within {self.options.start_timeout:g} s")
             self._discard_backend(backend)
-            raise SessionError(
-                f"The {backend.description} bash did not start ({reason}). Check that bash "
-                "is installed and that your shell startup files finish without waiting for input; "
-                "the 'clean' option starts bash without them.")
+            raise SessionError(not_started(backend.description, reason))
         ready: protocol.ReadyFrame = self._ready_fields["stdout"]
         self._info = ShellInfo(ready.pid or 0, ready.bash_version, ready.state_dir, ready.restored)
         with self._cond:
@@ -441,6 +447,7 @@ class ShellSession:
                 continue
             answer = cell.ask(prompt)
             if not prompt.over.is_set() and terminal is not None:
+                prompt.answered = "eof" if prompts.is_eof(answer) else "line"
                 terminal.answer(answer, prompt.keys)
             del answer  # perhaps a password: not kept
             with self._cond:
@@ -482,9 +489,12 @@ class ShellSession:
     def _result(self, cell: _Cell) -> CellResult:
         duration = time.monotonic() - cell.started
         spill = str(cell.limit.spill_path) if cell.limit.spill_path else None
+        if cell.detached:
+            return CellResult(None, duration, None, cell.interrupted, spill_path=spill,
+                              detached=True)
         if cell.lost is None:
             status = cell.status if cell.status is not None else 1
-            if cell.interrupted and status == 0:
+            if cell.interrupted and (status == 0 or cell.key_mode):
                 status = 130  # stopped (e.g. `watch`, which exits 0 on SIGINT): not a success
             command, line = (failed_command(cell.source.decode("utf-8", "replace"), *cell.failed)
                              if status else (None, None))
@@ -718,8 +728,10 @@ class ShellSession:
         with self._cond:
             cell = self._cell
             if cell is not None and not cell.done.is_set():
-                # The pump may be gone before the shell's end reaches it.
-                cell.lost = ShellExit("the kernel is shutting down")
+                if backend is not None and backend.outlives_kernel:
+                    cell.detached = True  # the named session's shell runs it on
+                else:  # the pump may be gone before the shell's end reaches it
+                    cell.lost = ShellExit("the kernel is shutting down")
                 cell.done.set()
             self._cond.notify_all()
         self._pump_thread.join(timeout=2)
@@ -830,6 +842,7 @@ class ShellSession:
                 except Exception:  # noqa: BLE001 - the pump must outlive one bad event
                     log.exception("while handling %s", type(event).__name__)
             try:
+                self._settle_prompt()
                 self._prompt_if_due()
             except Exception:  # noqa: BLE001
                 log.exception("while prompting")
@@ -850,6 +863,7 @@ class ShellSession:
         self._sink(stream, text)
 
     def _on_output_event(self, event: Output) -> None:
+        self._settle_prompt()  # an answer given is behind this output
         self._handle_data(event.stream, event.data)
 
     def _on_notice(self, event: Notice) -> None:
@@ -879,6 +893,8 @@ class ShellSession:
             data = self._noise.feed(data)
         cell = self._cell
         if cell is not None and not cell.ended[stream] and cell.generation == self._generation:
+            if cell.key_mode:
+                return  # a full-screen program's last words (its screen, "Vim: Finished.")
             data, notice = cell.limit.admit(data)
             if notice:
                 self._add_text(stream, self._decoders[stream].decode(data))
@@ -1006,6 +1022,7 @@ class ShellSession:
         self._end_cell(cell)
 
     def _end_cell(self, cell: _Cell) -> None:
+        self._settle_prompt(ended=True)
         for stream, decoder in self._decoders.items():
             self._coalescer.add(stream, self._clears[stream].flush()
                                 + decoder.decode(b"", final=True))
@@ -1052,6 +1069,14 @@ class ShellSession:
             return reported + self._backend.output_lag
         return reported + prompts.SETTLE_SECONDS
 
+    def _settle_prompt(self, ended: bool = False) -> None:
+        """Once the open question is answered or over, the output held
+        behind its text goes out (with the text, if nobody answered)."""
+        prompt = self._held_prompt
+        if prompt is not None and (prompt.answered or prompt.over.is_set() or ended):
+            self._held_prompt = None
+            self._coalescer.release_prompt(prompt.answered)
+
     def _prompt_if_due(self) -> None:
         """Turn the oldest reported read into a prompt, once its text had time
         to arrive: the partial line the output ends with. Without anyone to
@@ -1062,20 +1087,23 @@ class ShellSession:
         cell = self._cell
         frame, _ = cell.reads.pop(0)
         cell.read_marks.pop(protocol.read_mark(frame.pid, frame.reads), None)
-        # The text may have gone out as output already (reported late): asked
-        # anyway, it is the prompt's too; else it would be output twice.
-        stream, text = self._coalescer.take_partial(
-            shown=cell.ask is not None and not prompts.needs_terminal(frame))
-        self._coalescer.flush()
-        prompt = prompts.make_prompt(frame, text, self._info.pid if self._info else 0)
         if prompts.needs_terminal(frame):
-            self._coalescer.add(stream, text)
-            self._coalescer.add("stderr", "\n" + prompts.needs_terminal_notice(prompt.command))
+            cell.key_mode = True
+            self._coalescer.drop_screen()
+            self._coalescer.flush()
+            self._coalescer.add("stderr", prompts.needs_terminal_notice(
+                prompts.asking_command(frame, self._info.pid if self._info else 0)))
             self._coalescer.flush()
             self.interrupt()
             return
+        # The text may have gone out as output already (reported late): asked
+        # anyway, it is the prompt's too; else it would be output twice.
+        stream, text = self._coalescer.take_partial(shown=cell.ask is not None)
+        self._coalescer.flush()
+        prompt = prompts.make_prompt(frame, text, self._info.pid if self._info else 0)
         if cell.ask is not None:
-            cell.prompt = prompt
+            cell.prompt = self._held_prompt = prompt
+            self._coalescer.hold_prompt(stream, text)
             cell.wake.set()
             return
         self._coalescer.add(stream, text)

@@ -55,7 +55,7 @@ class Execution:
 
 class KernelHarness:
     def __init__(self, kernel_name: str, env: dict | None = None, cwd: str | None = None,
-                 extra_arguments: list | None = None):
+                 extra_arguments: list | None = None, wait_shell: bool = True):
         self.km = KernelManager(kernel_name=kernel_name)
         kwargs = {}
         if env is not None:
@@ -66,9 +66,20 @@ class KernelHarness:
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
+        if wait_shell:
+            self.wait_shell()
         # Messages for requests other than the one being collected (e.g. output
         # of background jobs attributed to an earlier cell) are kept here.
         self.stray: list = []
+
+    def wait_shell(self, timeout: float = 90) -> None:
+        """Until the kernel's shell has started (or failed to): kernel_info is
+        answered at once, and its banner says "(starting)" meanwhile."""
+        deadline = time.monotonic() + timeout
+        while "(starting)" in self.request("kernel_info")["content"]["banner"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the shell did not start within {timeout} s")
+            time.sleep(0.1)
 
     @property
     def pid(self) -> int:

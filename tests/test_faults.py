@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import install_spec
+from test_named_sessions import read_until
 
 FAULTY_KERNEL = str(Path(__file__).with_name("faulty_kernel.py"))
 REPLY_WITHIN = 10  # seconds: the bound for an error reply
@@ -67,7 +68,9 @@ def next_cell_works(kernel) -> None:
 
 
 def test_start_failure(faulty):
-    kernel = faulty(start=2)  # at launch, and again when the first cell retries
+    kernel = faulty(start=2)  # at launch, and again when the second cell tries again
+    execution = error_reply(kernel, "echo hi")  # the launch's failure, reported once
+    assert execution.reply["content"]["ename"] == "ShellUnavailable"
     execution = error_reply(kernel, "echo hi")
     assert execution.reply["content"]["ename"] == "ShellUnavailable"
     assert "injected start failure" in execution.reply["content"]["evalue"]
@@ -87,6 +90,7 @@ def test_send_failure(faulty):
 def test_side_command_failure_during_an_interrupt(faulty):
     kernel = faulty()
     msg_id = kernel.start("echo started; sleep 60")
+    read_until(kernel, msg_id, "started\n")  # the shell is up (kernel_info does not wait for it)
     time.sleep(1.5)  # the cell is running
     kernel.arm("side_command")
     started = time.monotonic()

@@ -71,3 +71,23 @@ def test_kernel_info(kernel):
     assert "kernel subshells" not in reply.get("supported_features", [])
     assert "debugger" not in reply.get("supported_features", [])
     assert reply["implementation"] == "shell_kernel"
+
+
+@pytest.mark.parametrize("flags, name, display", [
+    ([], "shell", "Bash (shell_kernel)"),
+    (["--tty"], "shell-tty", "Bash (tty)"),
+    (["--session", "migrate"], "shell-session-migrate", "Bash (session migrate)"),
+    (["--clean", "--tty"], "shell-clean-tty", "Bash (clean, tty)"),
+    (["--ssh", "db1"], "shell-ssh-db1", "Bash on db1 (SSH)"),
+    (["--ssh", "db1", "--tty"], "shell-ssh-db1-tty", "Bash on db1 (SSH, tty)"),
+    (["--ssh", "me@db1:2222", "--session", "migrate"], "shell-ssh-db1-2222-session-migrate",
+     "Bash on me@db1:2222 (SSH, session migrate)"),
+])
+def test_kernelspec_variants_get_names_that_say_what_differs(tmp_path, flags, name, display):
+    """The launcher shows each variant as its own card, and a variant does not
+    replace the plain kernelspec."""
+    done = cli("install", "--prefix", str(tmp_path), *flags)
+    assert done.returncode == 0, done.stderr
+    spec = json.loads((tmp_path / "share" / "jupyter" / "kernels" / name / "kernel.json")
+                      .read_text())
+    assert spec["display_name"] == display

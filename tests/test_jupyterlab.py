@@ -101,7 +101,8 @@ class ServerExited(AssertionError):
 
 
 class LabServer:
-    def __init__(self, root: Path, workdir: Path, notebook: str):
+    def __init__(self, root: Path, workdir: Path, notebook: str, app: str = "jupyterlab"):
+        self.app = app  # the server's module: jupyterlab, or notebook (Jupyter Notebook 7)
         self.root = root
         self.notebook = notebook
         self.workdir = workdir
@@ -147,7 +148,7 @@ class LabServer:
                 self.port = free_port()
                 self.base = f"http://127.0.0.1:{self.port}"
             cmd = [
-                sys.executable, "-m", "jupyterlab",
+                sys.executable, "-m", self.app,
                 "--no-browser",
                 "--allow-root",  # CI runs as root
                 "--ServerApp.ip=127.0.0.1",
@@ -466,3 +467,174 @@ def test_colours_under_tty_in_jupyterlab(lab, browser_page):
         has_text="exit status 2 from 'ls /nonexistent-tty-path' (line 1)")
     failed.first.wait_for()
     lab.remember_processes()
+
+
+# ------------------------------------------- prompts given up on, Run All, Clear
+FLOW_CELLS = [
+    "read -t 2 -p 'quick? ' q; echo \"status=$?\"",
+    "timeout 2 head -n1; echo \"head=$?\"",
+    "echo after-$((2 + 3))",
+    "false",
+    "echo never-reached",
+    "echo legacy",  # saved by an earlier version with a record of a run that never was
+    "read -p 'Name: ' n; echo \"hi $n\"",
+]
+LEGACY = 5
+LEGACY_RECORD = {"exit_code": None}
+
+
+def write_flow_notebook(path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "shell", "display_name": "Bash (shell_kernel)",
+                                 "language": "bash"}
+    nb.cells = [nbformat.v4.new_code_cell(code) for code in FLOW_CELLS]
+    nb.cells[LEGACY].metadata["shell_kernel"] = dict(LEGACY_RECORD)
+    nbformat.write(nb, str(path))
+
+
+class Page:
+    """One notebook in the page of a JupyterLab or Jupyter Notebook 7 server."""
+
+    def __init__(self, page, server: LabServer, url_path: str, name: str):
+        self.page, self.server, self.name = page, server, name
+        page.goto(f"{server.base}/{url_path}/{name}?token={server.token}", timeout=LOAD_TIMEOUT_MS)
+        self.panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").first
+        self.cells = self.panel.locator(".jp-Notebook .jp-Cell")
+        self.cells.nth(len(FLOW_CELLS) - 1).wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+        page.locator(".jp-KernelName", has_text="Bash (shell_kernel)").first.wait_for(
+            timeout=LOAD_TIMEOUT_MS)
+        self.wait_idle(LOAD_TIMEOUT_MS)
+        server.remember_processes()
+
+    def wait_idle(self, timeout_ms: float = CELL_TIMEOUT_MS) -> None:
+        # The kernel's status, in JupyterLab's status bar or Notebook 7's toolbar.
+        wait_for(lambda: self.page.locator(
+            '.jp-Notebook-ExecutionIndicator[data-status="idle"]').count() > 0,
+            timeout_ms / 1000, "the kernel to be idle")
+
+    def run(self, i: int) -> None:
+        self.cells.nth(i).locator(".jp-InputArea-editor").click()
+        self.page.keyboard.press("Control+Enter")
+
+    def prompt(self, i: int):
+        return self.cells.nth(i).locator(".jp-InputArea-prompt")
+
+    def wait_done(self, i: int) -> None:
+        from playwright.sync_api import expect
+        expect(self.prompt(i)).to_have_text(re.compile(r"^\s*\[\d+\]:\s*$"),
+                                            timeout=CELL_TIMEOUT_MS)
+
+    def output_text(self, i: int) -> str:
+        return "".join(self.cells.nth(i).locator(".jp-OutputArea-output").all_inner_texts())
+
+    def wait_output(self, i: int, text: str) -> None:
+        wait_for(lambda: text in self.output_text(i), CELL_TIMEOUT_MS / 1000,
+                 f"{text!r} in cell {i}'s output (it shows {self.output_text(i)!r}; "
+                 f"dialogs: {self.dialogs()})")
+
+    def dialogs(self) -> list[str]:
+        return self.page.locator(".jp-Dialog").all_inner_texts()
+
+    def status(self, i: int):
+        return self.cells.nth(i).locator(".jp-ShellKernelStatus")
+
+    def menu(self, menu: str, command: str) -> None:
+        self.page.keyboard.press("Escape")
+        self.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{menu}$")).first.click()
+        self.page.locator(f'.lm-Menu-item[data-command="{command}"]').first.click()
+
+    def save(self, done) -> nbformat.NotebookNode:
+        self.page.keyboard.press("Escape")
+        self.page.keyboard.press("Control+s")
+        path = self.server.root / self.name
+
+        def saved():
+            try:
+                nb = nbformat.read(str(path), as_version=4)
+            except (OSError, ValueError):  # caught mid-write
+                return None
+            return nb if done(nb) else None
+
+        return wait_for(saved, 20, f"{self.name} to be saved")
+
+
+def records(nb) -> list:
+    return [cell.metadata.get("shell_kernel") for cell in nb.cells]
+
+
+def check_given_up_prompts(nb: Page) -> None:
+    """A read that timed out leaves neither an input box nor JupyterLab's
+    pending-input guard: the next cell runs, with no dialog."""
+    nb.run(0)
+    nb.cells.nth(0).locator(".jp-Stdin-input").wait_for()
+    nb.wait_done(0)
+    nb.wait_output(0, "status=142")
+    assert nb.cells.nth(0).locator(".jp-Stdin").count() == 0
+    assert "quick? " in nb.output_text(0)  # the question's text stays, as in a terminal
+    nb.run(2)
+    nb.wait_output(2, "after-5")
+    nb.wait_done(2)
+    assert nb.dialogs() == []
+
+
+def test_prompts_given_up_on_run_all_and_clear(lab, browser_page):
+    from playwright.sync_api import expect
+
+    write_flow_notebook(lab.root / "flow.ipynb")
+    nb = Page(browser_page, lab, "lab/tree", "flow.ipynb")
+    check_given_up_prompts(nb)
+
+    # Clear Outputs of All Cells: no status is left, on the page or in the
+    # file, also for a cell with no execution count (the legacy record).
+    assert nb.status(LEGACY).count() == 1
+    nb.menu("Edit", "editmenu:clear-all")
+    wait_for(lambda: nb.panel.locator(".jp-ShellKernelStatus").count() == 0, 10,
+             "every cell's status to go")
+    saved = nb.save(lambda n: not any(records(n)))
+    assert records(saved) == [None] * len(FLOW_CELLS)
+
+    # Run All, with two prompts the kernel gives up on and a failure: every
+    # cell up to the failure runs, those after it never do, and show nothing.
+    nb.menu("Run", "runmenu:run-all")
+    nb.wait_output(1, "head=124")
+    nb.wait_output(3, "exit status 1 from 'false' (line 1)")
+    nb.wait_idle()
+    for never_ran in (4, 5, 6):
+        expect(nb.prompt(never_ran)).to_have_text(re.compile(r"^\s*\[\s*\]:\s*$"))
+        assert nb.status(never_ran).count() == 0 and nb.output_text(never_ran) == ""
+    assert nb.dialogs() == []
+    assert "status=142" in nb.output_text(0) and "after-5" in nb.output_text(2)
+    assert nb.status(3).get_attribute("data-kind") == "failed"
+    saved = nb.save(lambda n: all(records(n)[:4]))
+    rec = records(saved)
+    assert [r["exit_code"] for r in rec[:4]] == [0, 0, 0, 1], rec
+    assert rec[4:] == [None, None, None], rec
+    lab.remember_processes()
+
+
+def test_jupyter_notebook_7(tmp_path, browser_page):
+    """Jupyter Notebook 7 is built from JupyterLab's components: the same
+    extension shows statuses there, prompts are answered, and a question the
+    kernel gave up on does not block the next cell."""
+    root = tmp_path / "root"
+    root.mkdir()
+    write_flow_notebook(root / "flow.ipynb")
+    server = LabServer(root, tmp_path, "flow.ipynb", app="notebook")
+    try:
+        server.start()
+        nb = Page(browser_page, server, "notebooks", "flow.ipynb")
+        check_given_up_prompts(nb)
+        assert nb.status(0).get_attribute("data-kind") == "ok"
+        assert nb.status(2).get_attribute("data-kind") == "ok"
+        nb.run(6)
+        box = nb.cells.nth(6).locator(".jp-Stdin-input")
+        box.fill("Notebook Seven")
+        box.press("Enter")
+        nb.wait_output(6, "hi Notebook Seven")
+        nb.wait_done(6)
+        wait_for(lambda: nb.status(6).count() == 1, 10, "cell 6's status")
+        saved = nb.save(lambda n: all(records(n)[i] for i in (0, 2, 6)))
+        assert [records(saved)[i]["exit_code"] for i in (0, 2, 6)] == [0, 0, 0]
+        server.remember_processes()
+    finally:
+        server.stop()

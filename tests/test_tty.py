@@ -171,3 +171,20 @@ def test_without_script_on_the_host_the_first_cell_says_so_and_pipes_are_used(
     assert execution.stdout == "pipe\ndumb\n"
     assert "--tty: util-linux 'script' is not installed on this host" in execution.stderr
     assert "not installed" not in kernel.run("true").stderr  # once
+
+
+def test_the_two_terminals_output_keeps_the_order_of_the_pipes(tty_kernel):
+    """Writes to both streams at once (builtins, microseconds apart) are shown
+    as pipes show them, stdout first, whichever `script` copies first; writes
+    a few milliseconds apart keep the order they were written in."""
+    def streams(code: str) -> list:
+        execution = tty_kernel.run(code)
+        return [(m["content"]["name"], m["content"]["text"]) for m in execution.outputs
+                if m["msg_type"] == "stream"]
+
+    at_once = "echo out1; echo err1 >&2; echo out2; echo err2 >&2"
+    for _ in range(10):
+        assert streams(at_once) == [("stdout", "out1\nout2\n"), ("stderr", "err1\nerr2\n")]
+    apart = "echo out1; sleep 0.1; echo err1 >&2; sleep 0.1; echo out2; sleep 0.1; echo err2 >&2"
+    assert streams(apart) == [("stdout", "out1\n"), ("stderr", "err1\n"),
+                              ("stdout", "out2\n"), ("stderr", "err2\n")]

@@ -192,7 +192,13 @@ class LocalBackend(Backend):
         try:
             proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            # Its whole group (bash leads it, and is not reaped yet): a shell
+            # whose startup files hang (a `sleep`, a lock wait) never reached
+            # the reaper, and what they started must not outlive it.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
             proc.wait()
         if self._reader is not None:
             self._reader.join(timeout=2)

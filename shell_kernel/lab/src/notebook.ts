@@ -105,6 +105,7 @@ export class NotebookStatus {
           model.setMetadata(METADATA_KEY, record);
         }
         this._dropUnansweredInput(model);
+        this._releaseInputGuard(kernel);
       }
       this._updateTimer();
       this._renderModel(model);
@@ -137,14 +138,21 @@ export class NotebookStatus {
     if (model.type !== 'code') {
       return;
     }
-    (model as ICodeCellModel).stateChanged.connect((_, change) => {
+    const code = model as ICodeCellModel;
+    code.outputs.changed.connect((_, change) => {
+      // Clear Outputs of a cell that has no execution count (it never ran
+      // here, or ran before its notebook was saved without one): the
+      // execution count does not change, so this is how the clearing shows.
+      if (change.type === 'clear' && code.executionCount === null) {
+        this._forgetRecord(model);
+      }
+    });
+    code.stateChanged.connect((_, change) => {
       // Typed as boolean changes (trusted, isDirty), but carries these too.
       const { name, newValue } = change as { name: string; newValue: unknown };
       if (name === 'executionCount' && newValue === null) {
         // Outputs cleared (or a new run begins): the stored status goes too.
-        if (!this._running.has(model) && model.getMetadata(METADATA_KEY) !== undefined) {
-          model.deleteMetadata(METADATA_KEY);
-        }
+        this._forgetRecord(model);
       } else if (name === 'executionState' && newValue === 'idle') {
         // Ended without a reply of ours (cancelled, kernel gone).
         if (this._running.delete(model)) {
@@ -155,6 +163,26 @@ export class NotebookStatus {
     });
   }
 
+  private _forgetRecord(model: ICellModel): void {
+    if (!this._running.has(model) && model.getMetadata(METADATA_KEY) !== undefined) {
+      model.deleteMetadata(METADATA_KEY);
+    }
+  }
+
+  /**
+   * JupyterLab refuses to run any cell ("Cell not executed due to pending
+   * input") from an input_request until the input is answered, the kernel
+   * interrupted or restarted. A question the kernel gave up on (a `read -t`
+   * that timed out, a cell that ended) is answered by nobody: once no input
+   * box is open in the notebook, the guard goes with the boxes.
+   */
+  private _releaseInputGuard(kernel: Kernel.IKernelConnection): void {
+    const guarded = kernel as { hasPendingInput?: boolean; removeInputGuard?: () => void };
+    if (guarded.hasPendingInput && !this._panel.content.widgets.some(cell => openInputs(cell).length)) {
+      guarded.removeInputGuard?.();
+    }
+  }
+
   /**
    * An input box still open when the cell's reply comes is one the kernel
    * gave up on (the read timed out, the cell was interrupted): an answer
@@ -162,13 +190,8 @@ export class NotebookStatus {
    */
   private _dropUnansweredInput(model: ICellModel): void {
     const widget = this._panel.content.widgets.find(cell => cell.model === model);
-    if (!widget || widget.isDisposed || model.type !== 'code') {
-      return;
-    }
-    for (const child of [...(widget as CodeCell).outputArea.widgets]) {
-      if (child.hasClass(STDIN_ITEM_CLASS) && !child.hasClass(STDIN_ANSWERED_CLASS)) {
-        child.dispose();
-      }
+    if (widget) {
+      openInputs(widget).forEach(child => child.dispose());
     }
   }
 
@@ -246,4 +269,14 @@ export class NotebookStatus {
   private readonly _running = new Map<ICellModel, number>();
   private readonly _watched = new WeakSet<ICellModel>();
   private _timer: number | null = null;
+}
+
+/** The input boxes of a cell that wait for an answer. */
+function openInputs(cell: Cell): CodeCell['outputArea']['widgets'][number][] {
+  if (cell.isDisposed || cell.model.type !== 'code') {
+    return [];
+  }
+  return [...(cell as CodeCell).outputArea.widgets].filter(
+    child => child.hasClass(STDIN_ITEM_CLASS) && !child.hasClass(STDIN_ANSWERED_CLASS)
+  );
 }

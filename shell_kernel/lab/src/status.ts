@@ -18,6 +18,9 @@ export interface ICellRecord {
   host?: string;
   interrupted?: boolean;
   shell_restarted?: boolean;
+  /** The kernel left a named session while this cell ran there (it goes on). */
+  detached?: boolean;
+  session?: string;
   output_file?: string;
   /** The command that set the non-zero status, and its line in the cell. */
   command?: string;
@@ -25,7 +28,13 @@ export interface ICellRecord {
   [key: string]: unknown;
 }
 
-export type StatusKind = 'ok' | 'failed' | 'interrupted' | 'restarted' | 'running';
+export type StatusKind =
+  | 'ok'
+  | 'failed'
+  | 'interrupted'
+  | 'restarted'
+  | 'detached'
+  | 'running';
 
 export interface IStatusView {
   kind: StatusKind;
@@ -56,10 +65,14 @@ export function asRecord(value: unknown): ICellRecord | null {
 
 /**
  * The record to store for an execute_reply's metadata, or null when the
- * reply carries no shell_kernel metadata (another kernel's reply).
+ * reply carries no shell_kernel metadata (another kernel's reply) or is for
+ * a cell that never ran (aborted: queued behind a failed cell of Run All).
  */
 export function recordFromReply(replyMetadata: unknown): ICellRecord | null {
-  return isObject(replyMetadata) ? asRecord(replyMetadata[METADATA_KEY]) : null;
+  if (!isObject(replyMetadata) || replyMetadata.status === 'aborted') {
+    return null;
+  }
+  return asRecord(replyMetadata[METADATA_KEY]);
 }
 
 /** Whether two JSON values are equal (so that an unchanged record is not rewritten). */
@@ -124,7 +137,11 @@ export function describeRecord(record: ICellRecord): IStatusView {
   const host = remoteHost(record.host);
   let kind: StatusKind;
   let label: string;
-  if (record.shell_restarted) {
+  const session = typeof record.session === 'string' ? record.session : 'its session';
+  if (record.detached) {
+    kind = 'detached';
+    label = 'detached';
+  } else if (record.shell_restarted) {
     kind = 'restarted';
     label = code === null ? 'shell restarted' : `shell restarted (exit ${code})`;
   } else if (record.interrupted) {
@@ -138,7 +155,11 @@ export function describeRecord(record: ICellRecord): IStatusView {
     label = code === null ? 'no exit status' : `exit ${code}`;
   }
   const title: string[] = [];
-  if (code === null) {
+  if (record.detached) {
+    title.push(`The kernel detached from session ${session} while this cell ran; the cell ` +
+      `goes on running there. A kernel attached to ${session} shows the rest of its output ` +
+      'and its exit status.');
+  } else if (code === null) {
     title.push('The shell reported no exit status for this cell.');
   } else {
     title.push(`Exit status ${code}`);

@@ -27,6 +27,12 @@ describe('recordFromReply', () => {
     expect(recordFromReply(null)).toBeNull();
   });
 
+  it('is null for a cell that never ran (aborted by Run All after a failure)', () => {
+    // ipykernel's abort reply: status "aborted", and whatever finish_metadata added.
+    expect(recordFromReply({ status: 'aborted', shell_kernel: { host: 'local' } })).toBeNull();
+    expect(recordFromReply({ status: 'aborted' })).toBeNull();
+  });
+
   it('gives a missing or malformed exit_code as null, as run does', () => {
     expect(recordFromReply({ shell_kernel: { duration_s: 1 } })).toEqual({
       exit_code: null,
@@ -109,6 +115,20 @@ describe('describeRecord', () => {
     expect(view.kind).toBe('restarted');
     expect(view.text).toBe('shell restarted (exit 137) · 0.50 s');
     expect(view.title).toContain('a new one was started');
+  });
+
+  it('says that the kernel detached from a named session that runs the cell on', () => {
+    const view = describeRecord({
+      exit_code: null,
+      duration_s: 3,
+      detached: true,
+      session: 'migrate',
+      shell_restarted: false
+    });
+    expect(view.kind).toBe('detached');
+    expect(view.text).toBe('detached · 3.0 s');
+    expect(view.title).toContain('detached from session migrate');
+    expect(view.title).not.toContain('no exit status');
   });
 
   it('says when there is no status at all', () => {
