@@ -291,7 +291,7 @@ def test_the_next_session_removes_only_state_directories_proved_dead(host, tmp_p
     """A host down for longer than the kernel's 5 s of retries keeps the lost
     shell's state directory. The next session there removes this user's
     directories whose recorded processes are gone (pid and start no longer
-    match), and nothing else."""
+    match) and unchanged for a day, and nothing else."""
     tmpdir = tmp_path / "remote tmp"
     tmpdir.mkdir()
     alive = subprocess.Popen(["sleep", "1000.941"])
@@ -301,6 +301,8 @@ def test_the_next_session_removes_only_state_directories_proved_dead(host, tmp_p
         gone = f"999999999 {start}\n"  # no such process
         layouts = {  # name: ({record: text}, removed)
             "shell_kernel.lost-shell": ({"shell.start": reused}, True),
+            # Lost a moment ago: its kernel may yet reconnect and restore from it.
+            "shell_kernel.lost-recently": ({"shell.start": reused}, False),
             "shell_kernel.lost-durable": ({"wrapper.pid": gone, "watchdog.pid": reused}, True),
             "shell_kernel.alive": ({"shell.start": f"{me} {start}\n"}, False),
             "shell_kernel.watchdog-alive": ({"wrapper.pid": gone,
@@ -311,10 +313,14 @@ def test_the_next_session_removes_only_state_directories_proved_dead(host, tmp_p
             "shell_kernel.writable": ({"shell.start": reused}, False),  # not private
             "other.lost": ({"shell.start": reused}, False),
         }
+        day_ago = time.time() - 2 * 86400
         for name, (records, _) in layouts.items():
             (tmpdir / name).mkdir(mode=0o700)
             for record, text in records.items():
                 (tmpdir / name / record).write_text(text)
+                os.utime(tmpdir / name / record, (day_ago, day_ago))
+            if name != "shell_kernel.lost-recently":
+                os.utime(tmpdir / name, (day_ago, day_ago))
         os.chown(tmpdir / "shell_kernel.others", 65534, 65534)
         (tmpdir / "shell_kernel.writable").chmod(0o777)
         named = tmpdir / f"shell_kernel-{os.getuid()}"

@@ -314,12 +314,15 @@ list() {
 # sweep: a session's state directory (${TMPDIR:-/tmp}/shell_kernel.*) stays
 # when its host went down for longer than its kernel kept trying to clean up
 # (or the kernel died with it). Removed here once every process it records
-# is provably gone (recorded pid and start no longer match); one that
-# records none, or a pid without its start, or is not this user's private
-# directory, is left alone.
+# is provably gone (recorded pid and start no longer match) and nothing in it
+# changed for a day: a kernel whose connection-bound shell was lost with its
+# connection restores cwd and exports from it when it reconnects, which may
+# be long after. One that records no process, or a pid without its start, or
+# is not this user's private directory, is left alone.
 sweep() {
   for dir in "${TMPDIR:-/tmp}"/shell_kernel.*; do
     private "$dir" || continue
+    [ -z "$(find "$dir" -mtime -1 2>/dev/null | head -n 1)" ] || continue
     gone=
     for record in shell.start wrapper.pid watchdog.pid; do
       [ -e "$dir/$record" ] || continue
