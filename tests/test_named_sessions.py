@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -268,15 +269,24 @@ def test_two_kernels_never_drive_one_session(named):
     assert third.ok("echo still $$").strip() == f"still {shell_pid}"
 
 
-def test_a_session_that_ended_meanwhile_is_replaced_and_the_user_told(named):
-    first = named("gone-away")
+@pytest.mark.parametrize("later", [False, True], ids=["at once", "after the watchdog looked"])
+def test_a_session_that_ended_meanwhile_is_replaced_and_the_user_told(named, host, later):
+    name = "gone-away-later" if later else "gone-away"
+    first = named(name)
     shell_pid = int(first.ok("echo $$"))
     os.kill(first.pid, signal.SIGKILL)
     os.kill(shell_pid, signal.SIGKILL)  # e.g. the OOM killer, while nobody is attached
-    execution = named("gone-away").run("echo $$")
+    if later:
+        # The wrapper records how the shell ended; the watchdog, which looks
+        # every 5 s, keeps the ended session's directory for the next kernel.
+        assert wait_until(lambda: (host.sessions_dir / name / "exit_status").exists(), timeout=30)
+        time.sleep(6)
+        listed = sessions_cli(host).stdout
+        assert re.search(rf"^{name}\s+ended\b", listed, re.M), listed
+    execution = named(name).run("echo $$")
     assert execution.status == "ok", (execution.errors, execution.stderr)
     assert int(execution.stdout) != shell_pid
-    assert "session gone-away on" in execution.stderr and "status 137" in execution.stderr
+    assert f"session {name} on" in execution.stderr and "status 137" in execution.stderr
     assert "this is a new shell" in execution.stderr
 
 

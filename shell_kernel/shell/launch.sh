@@ -109,7 +109,9 @@ launch() {
     idle=0
     while sleep 5; do
       [ -d "$dir" ] || exit 0
-      pid_is "$pid" "$started" || { rm -rf "$dir"; exit 0; }
+      # The shell ended. A named session's directory stays (until the idle
+      # timeout), so that the next kernel of that name can say how it ended.
+      pid_is "$pid" "$started" || [ -e "$dir/owner" ] || { rm -rf "$dir"; exit 0; }
       if pid_alive "$dir/relay.pid" || pid_alive "$dir/holder"; then
         idle=0
       else
