@@ -136,3 +136,14 @@ def ssh_kernel(jupyter_prefix, start_kernel, tmp_path):
         return start_kernel(name, **env)
 
     return start
+
+
+@pytest.fixture
+def busy_cpus():
+    """Two processes that keep two CPUs busy (the machine has two): races
+    that a quiet machine hides show under this load."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(2)]
+    yield
+    for spinner in spinners:
+        spinner.kill()
+        spinner.wait()

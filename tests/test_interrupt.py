@@ -3,8 +3,6 @@
 import os
 import queue
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -120,16 +118,6 @@ def quick_kernel(backend, jupyter_prefix, start_kernel, ssh_kernel, sshd):
     return start_kernel(name)
 
 
-@pytest.fixture
-def two_busy_cpus():
-    """Two processes spinning, so that the shell and the reaper compete for CPUs."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(2)]
-    yield
-    for spinner in spinners:
-        spinner.kill()
-        spinner.wait()
-
-
 def interrupt_when_seen(kernel, code: str, marker: str, timeout: float = 30):
     """Run code, interrupt it once its stdout shows marker; all its outputs."""
     msg_id = kernel.start(code)
@@ -147,7 +135,7 @@ def interrupt_when_seen(kernel, code: str, marker: str, timeout: float = 30):
     return "".join(seen) + execution.stdout, execution
 
 
-def test_an_interrupted_foreground_program_never_lets_the_cell_go_on(quick_kernel, two_busy_cpus):
+def test_an_interrupted_foreground_program_never_lets_the_cell_go_on(quick_kernel, busy_cpus):
     # bash, waiting on a child when SIGINT comes, takes a child killed by any
     # other signal (SIGTERM/SIGKILL after the grace) as one that handled
     # SIGINT, and would go on with the cell's next command.

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-
-import pytest
 
 
 def unanswered(prompt, password):
@@ -66,16 +62,6 @@ def test_an_empty_answer_to_a_key_read_is_enter(kernel):
     execution = kernel.answering("read -n1 -p 'Press any key ' c; echo \"[$c]\"", [""])
     assert execution.stdout == "[]\n"
     timed_out_read(kernel)
-
-
-@pytest.fixture
-def busy_cpus():
-    """Two processes that keep two CPUs busy (the machine has two)."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(2)]
-    yield
-    for spinner in spinners:
-        spinner.kill()
-        spinner.wait()
 
 
 def test_every_prompts_text_is_complete_under_load(kernel, busy_cpus):
