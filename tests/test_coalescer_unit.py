@@ -3,21 +3,12 @@ drawn screen, and the two terminals' near-simultaneous output."""
 
 from __future__ import annotations
 
-from shell_kernel.output import SCREEN_HOLD_SECONDS, TTY_TIE_SECONDS, Coalescer
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from shell_kernel.output import SCREEN_HOLD_SECONDS, TTY_TIE_SECONDS
+from test_prompts_unit import coalescer as prompt_coalescer
 
 
 def coalescer():
-    sent, clock = [], Clock()
-    c = Coalescer(lambda stream, text: sent.append((stream, text)), interval=0.05, clock=clock)
-    return c, sent, clock
+    return prompt_coalescer(partial_hold=0.0)
 
 
 def test_output_behind_an_open_question_waits_and_gets_its_text_back_if_unanswered():

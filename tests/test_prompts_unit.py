@@ -16,10 +16,11 @@ class Clock:
         return self.now
 
 
-def coalescer():
+def coalescer(partial_hold: float = 0.4):
+    """A Coalescer on a clock the test moves, and the messages it sent."""
     sent, clock = [], Clock()
     c = Coalescer(lambda stream, text: sent.append((stream, text)), interval=0.05, clock=clock)
-    c.partial_hold = 0.4
+    c.partial_hold = partial_hold
     return c, sent, clock
 
 
