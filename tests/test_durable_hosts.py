@@ -240,9 +240,9 @@ def test_shutdown_leaves_nothing_on_a_host_without_setsid_f(host, tmp_path, make
     kernel = shaped.kernel()
     state, pid = remote_state(kernel)
     watchdog = int((state / "watchdog.pid").read_text().split()[0])
-    kernel.ok("sleep 1000.91 & (sleep 1000.92 &)")
+    kernel.ok("sleep 1000.631 & (sleep 1000.632 &)")
     kernel.shutdown()
-    assert wait_until(lambda: not pids_matching("1000.91") and not pids_matching("1000.92"))
+    assert wait_until(lambda: not pids_matching("1000.631") and not pids_matching("1000.632"))
     assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in (pid, watchdog)))
     assert wait_until(lambda: not pids_matching(str(state)))  # copiers, relays
     assert not state.exists()

@@ -157,7 +157,7 @@ def main_run(fleet, tmp_path_factory):
         ("greeting=hello", ["parameters"]),
         # With jobs that closing the host's shell must end: plain, orphaned,
         # nohup'd and disowned, and one that ignores SIGTERM.
-        'echo "$greeting from $SHELL_KERNEL_HOST"; cd /tmp; sleep 1000.81 & (sleep 1000.82 &); '
+        'echo "$greeting from $SHELL_KERNEL_HOST"; cd /tmp; sleep 1000.611 & (sleep 1000.612 &); '
         "nohup sleep 1000.83 >/dev/null 2>&1 & disown; sh -c 'trap \"\" TERM; sleep 1000.84' &",
         f'if [ "$SHELL_KERNEL_HOST" = {FAILING} ]; then echo "disk full on $SHELL_KERNEL_HOST" >&2; '
         'exit 3; fi; echo fine',
@@ -725,7 +725,7 @@ def test_shell_under_a_wrapper_is_ended_by_the_reaper(tmp_path, capsys):
         server.write_ssh_config(config, alias="wrapped")
         notebook = write_notebook(
             tmp_path / "nb.ipynb",
-            "sleep 1000.91 & (sleep 1000.92 &); echo \"shell $$, group $(ps -o pgid= -p $$)\"")
+            "sleep 1000.613 & (sleep 1000.614 &); echo \"shell $$, group $(ps -o pgid= -p $$)\"")
         out_dir = tmp_path / "out"
         status, out, err = run_cli([notebook, "--hosts", "wrapped", "--ssh-config", config,
                                     "--output-dir", out_dir], capsys)

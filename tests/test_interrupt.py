@@ -38,12 +38,12 @@ def test_interrupt_stops_a_pure_shell_loop(kernel):
 
 
 def test_interrupt_kills_grandchildren_and_programs_ignoring_sigint_and_sigterm(kernel):
-    code = ("bash -c 'sleep 1000.222 & sleep 1000.223 & wait' & "
+    code = ("bash -c 'sleep 1000.282 & sleep 1000.283 & wait' & "
             "python3 -c \"import signal, time\n"
             "for s in (signal.SIGINT, signal.SIGTERM): signal.signal(s, signal.SIG_IGN)\n"
-            "time.sleep(1000.224)\" & wait")
+            "time.sleep(1000.284)\" & wait")
     msg_id = kernel.start(code)
-    markers = ("1000.222", "1000.223", "1000.224")
+    markers = ("1000.282", "1000.283", "1000.284")
     assert wait_until(lambda: all(pids_matching(m) for m in markers), timeout=10)
     time.sleep(0.3)  # python has set its signal dispositions
     kernel.km.interrupt_kernel()
@@ -142,14 +142,14 @@ def test_an_interrupted_foreground_program_never_lets_the_cell_go_on(quick_kerne
     kernel = quick_kernel
     kernel.ok("STOP_VAR=kept; cd /")
     code = ("python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-            "print(\"ready\", flush=True); time.sleep(1000.777)'; echo after-sleep")
+            "print(\"ready\", flush=True); time.sleep(1000.787)'; echo after-sleep")
     went_on = 0
     for _ in range(50):
         stdout, execution = interrupt_when_seen(kernel, code, "ready")
         assert execution.status == "error" and execution.exit_code == 130, execution.reply
         went_on += "after-sleep" in stdout
     assert went_on == 0
-    assert wait_until(lambda: not pids_matching("1000.777"), timeout=10)
+    assert wait_until(lambda: not pids_matching("1000.787"), timeout=10)
     # A cell of shell code alone stops too; the shell kept its state all along.
     stdout, execution = interrupt_when_seen(
         kernel, "echo looping; while :; do :; done; echo after-loop", "looping")

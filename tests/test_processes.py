@@ -326,22 +326,22 @@ def test_reap_cell_signals_only_the_recorded_shells_tree(tmp_path, same_shell, s
     from shell_kernel.shell import script
     reap = tmp_path / "reap.sh"
     reap.write_text(script("reap.sh"))
-    holder = subprocess.Popen(["bash", "-c", "sleep 1000.941; sleep 1000.942"])
+    holder = subprocess.Popen(["bash", "-c", "sleep 1000.951; sleep 1000.952"])
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     try:
-        assert wait_until(lambda: pids_matching("1000.941"), timeout=10)
+        assert wait_until(lambda: pids_matching("1000.951"), timeout=10)
         start = Path(f"/proc/{holder.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
         recorded = start if same_shell else str(int(start) - 1)
         (state / "shell.start").write_text(f"{holder.pid} {recorded}\n")
         subprocess.run(["sh", str(reap), "cell", signal_name, str(holder.pid), str(state)],
                        capture_output=True, text=True, timeout=20, check=True)
         if same_shell:
-            assert wait_until(lambda: not pids_matching("1000.941"), timeout=10)
+            assert wait_until(lambda: not pids_matching("1000.951"), timeout=10)
         else:
-            assert holder.poll() is None and pids_matching("1000.941")
+            assert holder.poll() is None and pids_matching("1000.951")
             assert process_state(holder.pid) != "T"
     finally:
-        kill_markers("1000.941", "1000.942")
+        kill_markers("1000.951", "1000.952")
         holder.kill()
         holder.wait()
