@@ -41,6 +41,17 @@ def state_dirs() -> set[str]:
     return found
 
 
+def describe(directory: Path) -> str:
+    """What a left state directory holds (its files, and its shell's record),
+    to tell which kind of session left it."""
+    try:
+        names = sorted(p.name for p in directory.iterdir())
+        record = (directory / "shell.start").read_text().strip() if "shell.start" in names else "-"
+    except OSError as err:
+        return f"unreadable: {err}"
+    return f"shell.start {record!r}; files: {' '.join(names)[:200]}"
+
+
 def pyenv_lock() -> Path:
     return Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "shims" / ".pyenv-shim"
 
@@ -103,7 +114,7 @@ def check(path: Path) -> int:
     new_dirs = sorted(state_dirs() - set(before["state_dirs"]))
     if new_dirs:
         problems.append(f"{len(new_dirs)} state directories the tests made are still there:")
-        problems += [f"  {d}" for d in new_dirs]
+        problems += [f"  {d} ({describe(Path(d))})" for d in new_dirs]
         for d in new_dirs:
             shutil.rmtree(d, ignore_errors=True)
 
