@@ -247,6 +247,11 @@ class SSHServer:
         return self.workdir / f"{self.name}_config"
 
     @property
+    def tmp_dir(self) -> Path:
+        """The sessions' TMPDIR, unless extra_config sets one."""
+        return self.workdir / "tmp"
+
+    @property
     def log_path(self) -> Path:
         return self.workdir / f"{self.name}.log"
 
@@ -357,8 +362,11 @@ class SSHServer:
             "PrintMotd no",
             "UseDNS no",
             # A test's own SetEnv (extra_config) comes first and wins; it
-            # carries TEST_HOST_ENVIRONMENT too.
-            setenv_config({}),
+            # carries TEST_HOST_ENVIRONMENT too. By default the sessions'
+            # TMPDIR is in workdir, so that the state directories its shells
+            # leave when it stops under them (a host that went down) go with
+            # the test's files, not into the machine's /tmp.
+            setenv_config({"TMPDIR": str(self.tmp_dir)}),
         ]
         # sshd_config: the first value obtained wins, so extra global options
         # go first (they override the defaults above); everything from the
@@ -387,6 +395,7 @@ class SSHServer:
         if self.running:
             return self
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.tmp_dir.mkdir(mode=0o755, exist_ok=True)
         if not os.path.isfile(SSHD):
             raise SSHServerError(f"{SSHD} not found (install openssh-server)")
         if os.geteuid() == 0 and not PRIVSEP_DIR.is_dir():

@@ -278,7 +278,7 @@ def test_a_durable_start_that_fails_removes_what_it_launched(host, tmp_path):
     kernel = shaped.kernel("--start-timeout", "3")
     execution = kernel.run("echo never", timeout=60)
     assert execution.status == "error"
-    assert wait_until(lambda: not pids_matching("1000.93"), timeout=5)
+    assert wait_until(lambda: not pids_matching("1000.93"), timeout=15)
     assert wait_until(lambda: not any(tmpdir.iterdir()), timeout=5)
 
 

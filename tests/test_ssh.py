@@ -103,6 +103,7 @@ def test_proxyjump_through_a_second_server(server, tmp_path, ssh_kernel):
         assert kernel.ok("echo via-jump") == "via-jump\n"
         assert server.log_text().count("Accepted publickey") == accepted_before + 1
         assert target.log_text().count("Accepted publickey") >= 1
+        kernel.shutdown()  # while its host is up: the shell and its files go
     finally:
         target.stop()
 
