@@ -73,6 +73,18 @@ def find_chromium() -> str:
                 "`apt-get install -y chromium` (.ci/run does this)", pytrace=False)
 
 
+def read_when_saved(path: Path, done) -> nbformat.NotebookNode:
+    """The notebook at path, read once it is whole and done(nb) holds."""
+    def saved():
+        try:
+            nb = nbformat.read(str(path), as_version=4)
+        except (OSError, ValueError):  # caught mid-write
+            return None
+        return nb if done(nb) else None
+
+    return wait_for(saved, 20, f"{path.name} to be saved")
+
+
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
     """predicate's first truthy value, or an AssertionError naming what was awaited."""
     deadline = time.monotonic() + timeout
@@ -546,16 +558,7 @@ class Page:
     def save(self, done) -> nbformat.NotebookNode:
         self.page.keyboard.press("Escape")
         self.page.keyboard.press("Control+s")
-        path = self.server.root / self.name
-
-        def saved():
-            try:
-                nb = nbformat.read(str(path), as_version=4)
-            except (OSError, ValueError):  # caught mid-write
-                return None
-            return nb if done(nb) else None
-
-        return wait_for(saved, 20, f"{self.name} to be saved")
+        return read_when_saved(self.server.root / self.name, done)
 
 
 def records(nb) -> list:

@@ -22,7 +22,7 @@ import pytest
 from conftest import install_spec
 from harness import descendants, pids_matching
 from test_jupyterlab import (CELL_TIMEOUT_MS, LOAD_TIMEOUT_MS, LabServer, browser_page,  # noqa: F401
-                             wait_for)
+                             read_when_saved, wait_for)
 
 SLEEP_MARK = "1001.7"  # argument of the sleep that gets interrupted; unique in /proc
 SHELL_CELLS = [
@@ -112,16 +112,7 @@ class Notebook:
         """Save with Ctrl+S; the notebook read from disk once done(nb) holds."""
         self.page.keyboard.press("Escape")
         self.page.keyboard.press("Control+s")
-        path = self.lab.root / self.name
-
-        def saved():
-            try:
-                nb = nbformat.read(str(path), as_version=4)
-            except (OSError, ValueError):  # caught mid-write
-                return None
-            return nb if done(nb) else None
-
-        nb = wait_for(saved, 20, f"{self.name} to be saved")
+        nb = read_when_saved(self.lab.root / self.name, done)
         # The file is written before the page hears that the save is done.
         wait_for(lambda: not self.dirty(), 10, f"{self.name}'s tab to show it saved")
         return nb
