@@ -59,8 +59,9 @@ def test_a_run_that_leaves_a_detached_process_a_state_dir_and_a_lock_fails(tmp_p
 
 
 def test_a_clean_run_passes(tmp_path):
+    # A pyenv of its own: the machine's may be mid-rehash in another test's login.
     env = {**os.environ, "SHELL_KERNEL_TEST_RUN": secrets.token_hex(8),
-           "TMPDIR": str(tmp_path)}
+           "TMPDIR": str(tmp_path), "PYENV_ROOT": str(tmp_path / "pyenv")}
     snapshot = tmp_path / "before.json"
     run_checker("snapshot", snapshot, env)
     result = run_checker("check", snapshot, env)
