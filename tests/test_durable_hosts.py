@@ -141,9 +141,11 @@ def test_spool_stays_bounded_while_the_kernel_falls_behind(host, tmp_path):
     # 100 MB over about 8 s: the host notices after SPOOL_STALL_SECONDS that
     # nothing is being read any more.
     produced = tmp_path / "produced"  # the test host is this machine
-    msg_id = kernel.start("sleep 1; for i in $(seq 80); do head -c 1250001 /dev/zero | tr '\\0' z; "
+    msg_id = kernel.start("sleep 1.0251; for i in $(seq 80); do head -c 1250001 /dev/zero | tr '\\0' z; "
                           f"sleep 0.1; done; echo; touch {produced}; exit 7")
-    time.sleep(0.3)
+    # Stopped once the shell runs the cell (stopped earlier, the kernel may
+    # not have sent it yet: nothing would run).
+    assert wait_until(lambda: pids_matching("1.0251"), timeout=30)
     os.kill(kernel.pid, signal.SIGSTOP)
     try:
         assert wait_until(lambda: pids_matching("1250001"), timeout=10)
