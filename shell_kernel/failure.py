@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .session import CellResult
+    from .session import CellRecord
 
 # Longer commands are cut; bash cuts them at 200 characters too.
 MAX_COMMAND = 200
@@ -35,7 +35,7 @@ def failed_command(source: str, line: int | None, command: str | None
     return (text[:MAX_COMMAND] or command), line
 
 
-def cell_error(result: CellResult) -> tuple[str, str, str] | None:
+def cell_error(result: CellRecord) -> tuple[str, str, str] | None:
     """(ename, evalue, summary) of a failed cell, None for a success; the
     traceback line a frontend shows is "ename: summary"."""
     if result.shell_lost:

@@ -23,7 +23,7 @@ from .launch import ShellLaunch
 from .failure import cell_error
 from .prompts import Prompt
 from .results import UnknownDisplay, display_bundle, error_content, reply_metadata
-from .session import CellResult, SessionError
+from .session import CellRecord, SessionError
 from .startup import still_starting
 
 log = logging.getLogger("shell_kernel.kernel")
@@ -292,7 +292,7 @@ class ShellKernel(Kernel):
             self._idle.set()
         return self._reply_for(result, silent)
 
-    def _reply_for(self, result: CellResult, silent: bool) -> dict:
+    def _reply_for(self, result: CellRecord, silent: bool) -> dict:
         meta = reply_metadata(result)
         if result.detached:
             name = self._launch.config.session

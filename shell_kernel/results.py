@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from .output import sniff_mime
 
 if TYPE_CHECKING:
-    from .session import CellResult
+    from .session import CellRecord
 
 
-def reply_metadata(result: CellResult) -> dict:
+def reply_metadata(result: CellRecord) -> dict:
     """The execute_reply's shell_kernel metadata for a cell that ran."""
     meta = {"exit_code": result.exit_code, "duration_s": round(result.duration_s, 6)}
     if result.cwd is not None:

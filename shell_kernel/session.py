@@ -67,7 +67,7 @@ class Options:
 
 
 @dataclass
-class CellResult:
+class CellRecord:
     exit_code: int | None  # None: not known here (the cell runs on in a named session)
     duration_s: float
     cwd: str | None = None
@@ -145,7 +145,7 @@ Event = Union[Output, FrameSeen, Notice, Exited, CellLost, Escalated]
 
 
 @dataclass
-class _Cell:
+class RunningCell:
     """A running cell. Its progress fields are the pump thread's."""
     seq: int
     generation: int
@@ -241,7 +241,7 @@ class ShellSession:
         self._queued = 0
         self._scanners: dict[str, protocol.FrameScanner] = {}
         # pump thread
-        self._cell: _Cell | None = None
+        self._cell: RunningCell | None = None
         self._held_prompt: Prompt | None = None  # the coalescer holds output behind its text
         self._ready = threading.Event()
         self._ready_fields: dict = {}
@@ -384,7 +384,7 @@ class ShellSession:
         return Reaper(self._backend, self._info.pid, self._info.state_dir)
 
     # ------------------------------------------------------------- run cells
-    def run(self, code: str, ask: Callable[[Prompt], str | None] | None = None) -> CellResult:
+    def run(self, code: str, ask: Callable[[Prompt], str | None] | None = None) -> CellRecord:
         """Run one cell. ask(prompt) answers a prompt (None: end-of-file); it is
         called on this thread. Without it, a read gets end-of-file and a notice."""
         with self._run_lock:
@@ -407,7 +407,7 @@ class ShellSession:
                            "(bash cannot hold them in a command).\n")
             with self._cond:
                 self._seq += 1
-                cell = _Cell(self._seq, self._generation,
+                cell = RunningCell(self._seq, self._generation,
                              OutputLimit(self.options.output_limit, self.options.spill_dir),
                              source=prepared.source, ask=ask)
                 self._cell = cell
@@ -436,7 +436,7 @@ class ShellSession:
                 self._last_cwd = cell.cwd
             return self._result(cell)
 
-    def _wait_answering(self, cell: _Cell, terminal: InputTerminal | None) -> None:
+    def _wait_answering(self, cell: RunningCell, terminal: InputTerminal | None) -> None:
         """Wait for the cell to end, answering its prompts on the way."""
         while not cell.done.is_set():
             cell.wake.wait(0.5)
@@ -454,7 +454,7 @@ class ShellSession:
                 cell.prompt = None
                 self._cond.notify_all()  # the pump may ask the next question
 
-    def _catch_up(self) -> CellResult | None:
+    def _catch_up(self) -> CellRecord | None:
         """Show, in the first cell after attaching to a named session, what the
         session printed since the last kernel received its output, and the end
         of the cell that kernel had sent (waiting for it, if it still runs).
@@ -465,7 +465,7 @@ class ShellSession:
         if attached.last_seq and (attached.running or attached.backlog):
             self._sink("stderr", catch_up_header(attached))
         with self._cond:
-            cell = _Cell(attached.last_seq, self._generation,
+            cell = RunningCell(attached.last_seq, self._generation,
                          OutputLimit(self.options.output_limit, self.options.spill_dir),
                          catch_up=secrets.token_hex(8))
             self._cell = cell
@@ -486,11 +486,11 @@ class ShellSession:
             return self._result(cell)
         return None
 
-    def _result(self, cell: _Cell) -> CellResult:
+    def _result(self, cell: RunningCell) -> CellRecord:
         duration = time.monotonic() - cell.started
         spill = str(cell.limit.spill_path) if cell.limit.spill_path else None
         if cell.detached:
-            return CellResult(None, duration, None, cell.interrupted, spill_path=spill,
+            return CellRecord(None, duration, None, cell.interrupted, spill_path=spill,
                               detached=True)
         if cell.lost is None:
             status = cell.status if cell.status is not None else 1
@@ -498,7 +498,7 @@ class ShellSession:
                 status = 130  # stopped (e.g. `watch`, which exits 0 on SIGINT): not a success
             command, line = (failed_command(cell.source.decode("utf-8", "replace"), *cell.failed)
                              if status else (None, None))
-            return CellResult(status, duration, cell.cwd, cell.interrupted, spill_path=spill,
+            return CellRecord(status, duration, cell.cwd, cell.interrupted, spill_path=spill,
                               command=command, line=line)
         lost = cell.lost
         if cell.replaced:
@@ -526,7 +526,7 @@ class ShellSession:
             except SessionError as err:
                 message = f"{what} A new shell could not be started: {err} The next cell tries again."
         status = lost.status if lost.status is not None else 1
-        return CellResult(status, duration, None, cell.interrupted, message, spill)
+        return CellRecord(status, duration, None, cell.interrupted, message, spill)
 
     def _restart(self) -> str:
         """Replace a shell that ended; say, for the user, what was lost."""
@@ -661,7 +661,7 @@ class ShellSession:
         threading.Thread(target=self._interrupt_cell, args=(cell,),
                          name="shell-kernel-interrupt", daemon=True).start()
 
-    def _interrupt_cell(self, cell: _Cell) -> None:
+    def _interrupt_cell(self, cell: RunningCell) -> None:
         try:
             if self._backend.outlives_kernel and self._closed_soon():
                 return  # a named session's cell outlives the kernel (see _closed_soon)
@@ -687,7 +687,7 @@ class ShellSession:
             time.sleep(0.02)
         return self._closing
 
-    def _escalate(self, cell: _Cell) -> EscalationResult:
+    def _escalate(self, cell: RunningCell) -> EscalationResult:
         attachments = self._attachments
         backend, reaper = self._backend, self._reaper()
         resend = protocol.post_line(cell.seq) + (
@@ -700,7 +700,7 @@ class ShellSession:
             return self._escalate(cell)
         return result
 
-    def _wait_reattached(self, cell: _Cell, attachments: int) -> bool:
+    def _wait_reattached(self, cell: RunningCell, attachments: int) -> bool:
         """Wait while a durable session reconnects; True once it did, with the
         cell still running. A side channel that failed on a live connection
         is treated as a dropped connection, so that the session reconnects."""
@@ -1017,11 +1017,11 @@ class ShellSession:
         Escalated: _on_escalated,
     }
 
-    def _finish_lost(self, cell: _Cell, ended: ShellExit) -> None:
+    def _finish_lost(self, cell: RunningCell, ended: ShellExit) -> None:
         cell.lost = ended
         self._end_cell(cell)
 
-    def _end_cell(self, cell: _Cell) -> None:
+    def _end_cell(self, cell: RunningCell) -> None:
         self._settle_prompt(ended=True)
         for stream, decoder in self._decoders.items():
             self._coalescer.add(stream, self._clears[stream].flush()

@@ -167,12 +167,12 @@ def test_display_type_is_sniffed_from_the_first_bytes(data, mime):
 
 def test_cell_error_says_what_is_known():
     from shell_kernel.failure import cell_error
-    from shell_kernel.session import CellResult
-    assert cell_error(CellResult(0, 0.1)) is None
-    assert cell_error(CellResult(1, 0.1, command="grep  nomatch\n x", line=3)) == (
+    from shell_kernel.session import CellRecord
+    assert cell_error(CellRecord(0, 0.1)) is None
+    assert cell_error(CellRecord(1, 0.1, command="grep  nomatch\n x", line=3)) == (
         "ExitCode", "exit status 1 from 'grep nomatch x' (line 3)",
         "exit status 1 from 'grep nomatch x' (line 3)")
-    assert cell_error(CellResult(2, 0.1))[1] == "exit status 2"
-    assert cell_error(CellResult(130, 0.1, interrupted=True))[1:] == (
+    assert cell_error(CellRecord(2, 0.1))[1] == "exit status 2"
+    assert cell_error(CellRecord(130, 0.1, interrupted=True))[1:] == (
         "130", "Interrupted (exit status 130)")
-    assert cell_error(CellResult(1, 0.1, shell_lost="The shell ended."))[1] == "The shell ended."
+    assert cell_error(CellRecord(1, 0.1, shell_lost="The shell ended."))[1] == "The shell ended."

@@ -16,7 +16,7 @@ from shell_kernel import protocol
 from shell_kernel.backends import BackendError, ShellExit
 from shell_kernel.backends import local as local_backend
 from shell_kernel.backends.local import LocalBackend
-from shell_kernel.session import CellResult, Options, SessionError, ShellSession
+from shell_kernel.session import CellRecord, Options, SessionError, ShellSession
 
 
 class Recorder:
@@ -67,7 +67,7 @@ class Harness:
             assert time.monotonic() < deadline, "the cell did not start"
             time.sleep(0.01)
 
-    def finish(self, thread, box, timeout: float = 20) -> CellResult:
+    def finish(self, thread, box, timeout: float = 20) -> CellRecord:
         thread.join(timeout)
         assert not thread.is_alive(), "the cell never ended"
         return box["result"]
