@@ -213,8 +213,9 @@ def _run_notebook(args) -> int:
             parameters[check_parameter_name(name)] = value
         if args.hosts is not None or args.inventory is not None:
             return _run_fleet(args, parameters)
-        if _fleet_only_flags(args):
-            raise RunError(f"{', '.join(_fleet_only_flags(args))}: only with --hosts or --inventory")
+        misplaced = _fleet_only_flags(args)
+        if misplaced:
+            raise RunError(f"{', '.join(misplaced)}: only with --hosts or --inventory")
         return _run_one(args, parameters)
     except RunError as err:
         print(f"error: {err}", file=sys.stderr)
