@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         from .runner import main_run
         return main_run(args)
     if args.command == "sessions":
-        from .named_sessions import main_sessions
+        from .sessions_command import main_sessions
         return main_sessions(args)
 
     try:
