@@ -19,7 +19,7 @@ from typing import Callable
 
 import paramiko
 
-from . import Capabilities, BackendError, Terminal
+from . import BackendError, Capabilities, ExitCallback, OutputCallback, Started, Terminal
 from .channel_backend import ChannelBackend
 from .channel_shell import DirectShell
 from .channels import ChannelExit, SideShell
@@ -151,7 +151,7 @@ class SSHBackend(ChannelBackend):
     def transport(self) -> paramiko.Transport:
         return self._channels.transport
 
-    def start(self, on_output, on_exit):
+    def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> Started:
         started = super().start(on_output, on_exit)
         if self._side_channel_early:
             # Ready before the first interrupt needs it (its login costs
