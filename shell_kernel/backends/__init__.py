@@ -215,6 +215,13 @@ def start_reader(name: str, loop: Callable[[], None], on_crash: Callable[[Except
     return thread
 
 
+def bash_argv(bash: str, clean: bool) -> list[str]:
+    """The interactive bash a backend runs: a login shell, or with --clean
+    none of the startup files. (Long options must come first: bash rejects
+    them after -i.)"""
+    return [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
+
+
 def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 from .. import shell
 from . import (Backend, BackendError, Capabilities, ExitCallback, OutputCallback, ShellExit,
-               SideResult, Started, Terminal, describe_error, start_reader)
+               SideResult, Started, Terminal, bash_argv, describe_error, start_reader)
 from .channel_backend import ChannelBackend
 from .channels import SideShell
 from .durable import LAUNCH_TIMEOUT, DurableShell
@@ -42,8 +42,7 @@ class LocalBackend(Backend):
     capabilities = Capabilities(description="local")
 
     def __init__(self, bash: str = "bash", clean: bool = False, env: dict | None = None):
-        # Long options must come first: bash rejects them after -i.
-        self._argv = [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
+        self._argv = bash_argv(bash, clean)
         self._env = env
         self._proc: subprocess.Popen | None = None
         self._guard: subprocess.Popen | None = None
@@ -200,7 +199,7 @@ class LocalNamedBackend(ChannelBackend):
         self.capabilities = Capabilities(description=f"local session {session}",
                                          can_reattach=True, output_lag=0.15,
                                          outlives_kernel=True)
-        self._bash_argv = [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
+        self._bash_argv = bash_argv(bash, clean)
         channels = LocalChannels()
         side = SideShell(channels.open, LAUNCH_TIMEOUT)
         super().__init__(channels, DurableShell(channels, side, self._bash_argv, idle_timeout,

@@ -19,7 +19,8 @@ from typing import Callable
 
 import paramiko
 
-from . import BackendError, Capabilities, ExitCallback, OutputCallback, Started, Terminal
+from . import (BackendError, Capabilities, ExitCallback, OutputCallback, Started, Terminal,
+               bash_argv)
 from .channel_backend import ChannelBackend
 from .channel_shell import DirectShell
 from .channels import ChannelExit, SideShell
@@ -136,7 +137,7 @@ class SSHBackend(ChannelBackend):
                                          outlives_kernel=session is not None)
         self._accept_new = accept_new_host_key
         self._resolve_jump = resolve_jump
-        self._bash_argv = [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
+        self._bash_argv = bash_argv(bash, clean)
         # An ephemeral shell's side channel opened at start, ready for the first
         # interrupt; else when first needed (the fleet: a channel less per host).
         self._side_channel_early = side_channel_early and not durable
