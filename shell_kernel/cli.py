@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         return _run_notebook(args)
     if args.command == "sessions":
-        from .named_sessions import main_sessions
+        from .sessions_command import main_sessions
         return main_sessions(args)
 
     try:

@@ -268,7 +268,7 @@ class ShellSession:
 
     @property
     def description(self) -> str:
-        return self._backend.description if self._backend else "shell"
+        return self._backend.capabilities.description if self._backend else "shell"
 
     def start(self, restore: tuple[str, str | None] | None = None) -> ShellInfo:
         """Start a shell and wait until it is ready for cells.
@@ -291,13 +291,13 @@ class ShellSession:
             self._startup_output = b""
         self._backend = backend
         try:
-            backend.start(lambda stream, data: self._on_output(generation, stream, data),
-                          lambda ended: self._push(Exited(generation, ended)))
-            self._start_notice = backend.start_notice
-            if backend.attached is not None:
-                return self._adopt(backend.attached)
+            started = backend.start(lambda stream, data: self._on_output(generation, stream, data),
+                                    lambda ended: self._push(Exited(generation, ended)))
+            self._start_notice = started.notice
+            if started.attached is not None:
+                return self._adopt(started.attached)
             script = protocol.session_script(token, self.options.snapshot_exports,
-                                             backend.preset_state_dir, restore,
+                                             started.preset_state_dir, restore,
                                              tty=self.options.tty)
             backend.send(protocol.bootstrap_lines(script))
         except BackendError as err:
@@ -306,7 +306,7 @@ class ShellSession:
         if not self._ready.wait(self.options.start_timeout) or not self._shell_up.is_set():
             reason = self._ready_fields.get("failed", f"no answer within {self.options.start_timeout:g} s")
             self._discard_backend(backend)
-            raise SessionError(not_started(backend.description, reason))
+            raise SessionError(not_started(backend.capabilities.description, reason))
         ready: protocol.ReadyFrame = self._ready_fields["stdout"]
         self._info = ShellInfo(ready.pid or 0, ready.bash_version, ready.state_dir, ready.restored)
         with self._cond:
@@ -427,7 +427,7 @@ class ShellSession:
                 # Never started: for a durable backend the shell itself is fine.
                 cell.not_sent = True
                 self._push(CellLost(cell.generation, ShellExit(
-                    str(err), connection_lost=self._backend.can_reattach)))
+                    str(err), connection_lost=self._backend.capabilities.can_reattach)))
             self._wait_answering(cell, terminal)
             with self._cond:
                 self._cell = None
@@ -515,7 +515,7 @@ class ShellSession:
             what = f"The shell running this cell ended ({lost.reason})."
         if self._closing:
             message = what
-        elif lost.connection_lost and self._backend.can_reattach:
+        elif lost.connection_lost and self._backend.capabilities.can_reattach:
             message = f"{what} The next cell tries again to reconnect to the same shell."
         elif lost.connection_lost:
             message = (f"{what} The next cell reconnects and starts a new shell in the same "
@@ -532,7 +532,7 @@ class ShellSession:
         """Replace a shell that ended; say, for the user, what was lost."""
         lost = self._lost or ShellExit("it was not running")
         old_backend, old_reaper, old_info = self._backend, self._reaper(), self._info
-        if lost.connection_lost and old_backend is not None and old_backend.can_reattach:
+        if lost.connection_lost and old_backend is not None and old_backend.capabilities.can_reattach:
             try:
                 # Said as it happens, on the stderr of the cell that waits for it.
                 self._reattach(lambda text: self._sink("stderr", text))
@@ -663,7 +663,7 @@ class ShellSession:
 
     def _interrupt_cell(self, cell: RunningCell) -> None:
         try:
-            if self._backend.outlives_kernel and self._closed_soon():
+            if self._backend.capabilities.outlives_kernel and self._closed_soon():
                 return  # a named session's cell outlives the kernel (see _closed_soon)
             result = self._escalate(cell)
             if result.outcome is Outcome.REPLACE:
@@ -694,7 +694,7 @@ class ShellSession:
             protocol.barrier_line(cell.catch_up) if cell.catch_up else b"")
         result = Escalation(reaper, lambda: backend.send(resend),
                             cell.done.wait, self.options.interrupt_grace).run()
-        if result.outcome is Outcome.UNREACHABLE and backend.can_reattach \
+        if result.outcome is Outcome.UNREACHABLE and backend.capabilities.can_reattach \
                 and self._wait_reattached(cell, attachments):
             # The same shell, through a new connection: interrupt it now.
             return self._escalate(cell)
@@ -722,13 +722,13 @@ class ShellSession:
         self._closing = True
         backend, reaper = self._backend, self._reaper()
         if backend is not None:
-            if reaper is not None and not backend.outlives_kernel and not self._end_itself():
+            if reaper is not None and not backend.capabilities.outlives_kernel and not self._end_itself():
                 self._stop_everything(reaper)
             self._discard_backend(backend)
         with self._cond:
             cell = self._cell
             if cell is not None and not cell.done.is_set():
-                if backend is not None and backend.outlives_kernel:
+                if backend is not None and backend.capabilities.outlives_kernel:
                     cell.detached = True  # the named session's shell runs it on
                 else:  # the pump may be gone before the shell's end reaches it
                     cell.lost = ShellExit("the kernel is shutting down")
@@ -745,7 +745,7 @@ class ShellSession:
         then failed the reaper (a host going down ends the shell and the
         connection in either order)."""
         lost = self._lost
-        if lost is None or self._backend.can_reattach:
+        if lost is None or self._backend.capabilities.can_reattach:
             reaper.stop_everything()
             return
         if not lost.connection_lost and reaper.stop_everything():
@@ -783,7 +783,7 @@ class ShellSession:
         reaper, which needs a side channel and scans the host's process table.
         False when it did not: a cell or query runs, the shell is durable
         (its wrapper leads its group) or declined."""
-        if self._backend.can_reattach or not self._shell_up.is_set():
+        if self._backend.capabilities.can_reattach or not self._shell_up.is_set():
             return False
         if not self._run_lock.acquire(blocking=False):
             return False  # a cell is running: the reaper interrupts it too
@@ -992,7 +992,7 @@ class ShellSession:
         if self._self_close is not None:
             self._self_close[1].set()
         cell = self._cell
-        if (ended.connection_lost and self._backend.can_reattach and not self._closing
+        if (ended.connection_lost and self._backend.capabilities.can_reattach and not self._closing
                 and self._ready.is_set() and cell is not None and not cell.done.is_set()):
             # The shell and its cell carry on at the far end: get them back.
             threading.Thread(target=self._reattach_during_cell, args=(event.generation, ended),
@@ -1066,7 +1066,7 @@ class ShellSession:
                 return reported
             return reported + prompts.MARK_WAIT_SECONDS
         if self._coalescer.holds_partial:
-            return reported + self._backend.output_lag
+            return reported + self._backend.capabilities.output_lag
         return reported + prompts.SETTLE_SECONDS
 
     def _settle_prompt(self, ended: bool = False) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from fake_backend import CellScript, FakeShell
 from shell_kernel import protocol
-from shell_kernel.backends import BackendError, ShellExit
+from shell_kernel.backends import BackendError, Capabilities, ShellExit
 from shell_kernel.backends import local as local_backend
 from shell_kernel.backends.local import LocalBackend
 from shell_kernel.session import CellRecord, Options, SessionError, ShellSession
@@ -255,7 +255,7 @@ def test_side_command_failure_during_an_interrupt_ends_the_cell(fake):
 
 
 class DurableFake(FakeShell):
-    can_reattach = True
+    capabilities = Capabilities(description="fake", can_reattach=True)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
