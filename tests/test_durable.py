@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -181,3 +182,30 @@ def test_shutdown_leaves_nothing_on_the_host(durable_kernel):
     assert wait_until(lambda: not pids_matching("1000.74") and not pids_matching("1000.75"))
     assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in (pid, watchdog)))
     assert not state.exists()
+
+
+def test_how_an_ended_shell_ended_outlasts_the_watchdogs_next_look(tmp_path):
+    """A kernel asks how its durable shell ended (launch.sh status) once its
+    relay has seen the end; on a loaded host that comes after the watchdog's
+    next look (every 5 s), which removed the directory with the status in it:
+    `kill -9 $$` was then reported as status 1."""
+    from shell_kernel.backends import durable
+
+    def launch(*args):
+        return subprocess.run(["sh", "-c", durable.LAUNCH_SCRIPT, "launch.sh", *args],
+                              env=dict(os.environ, TMPDIR=str(tmp_path)), capture_output=True,
+                              text=True, timeout=30)
+
+    started = launch("start", "600", str(durable.SPOOL_GENERATION_BYTES),
+                     str(durable.SPOOL_KEEP_BYTES), str(durable.SPOOL_STALL_SECONDS),
+                     durable.REAP_SCRIPT, durable.SPOOL_SCRIPT, "bash", "--norc", "--noprofile", "-i")
+    wrapper, _, state = started.stdout.splitlines()[-1].partition(" ")
+    try:
+        with open(Path(state) / "in", "w") as shell_input:
+            shell_input.write("kill -9 $$\n")
+        assert wait_until(lambda: not os.path.exists(f"/proc/{wrapper}"), timeout=30)
+        time.sleep(6)  # the kernel comes late: the watchdog has looked meanwhile
+        assert launch("status", state).stdout.strip() == "137"
+    finally:
+        launch("stop", state)
+    assert not os.path.exists(state)

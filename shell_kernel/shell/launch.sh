@@ -106,12 +106,18 @@ launch() {
   (
     trap '' HUP
     trap - EXIT
-    idle=0
+    idle=0 ended=0
     while sleep 5; do
       [ -d "$dir" ] || exit 0
-      # The shell ended. A named session's directory stays (until the idle
-      # timeout), so that the next kernel of that name can say how it ended.
-      pid_is "$pid" "$started" || [ -e "$dir/owner" ] || { rm -rf "$dir"; exit 0; }
+      # The shell ended. Its kernel asks how (status) once its relay has seen
+      # the end, and then stops the session itself: on a loaded host that
+      # can come after this look, so the directory stays a minute. A named
+      # session's stays until the idle timeout, so that the next kernel of
+      # that name can say how it ended.
+      if ! pid_is "$pid" "$started"; then
+        ended=$((ended + 5))
+        [ -e "$dir/owner" ] || [ "$ended" -lt 60 ] || { rm -rf "$dir"; exit 0; }
+      fi
       if pid_alive "$dir/relay.pid" || pid_alive "$dir/holder"; then
         idle=0
       else
