@@ -341,7 +341,7 @@ class ShellKernel(compat.AbortHook, Kernel):
     # ------------------------------------------------------------- shutdown
     async def do_shutdown(self, restart):
         cell_running = not self._idle.is_set()
-        self._session.close()
+        self._launch.close()
         if cell_running:
             # Let the cell that the shutdown cut short send its reply while
             # the sockets still exist (it goes out just after do_execute).
