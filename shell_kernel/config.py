@@ -36,11 +36,12 @@ class KernelConfig:
         start, ready for the first interrupt (see SSHBackend)."""
         idle = idle_timeout(self.remote_idle_timeout, self.session is not None)
         if self.ssh is None:
-            from .backends.local import LocalBackend, LocalNamedBackend
             if self.session:
+                from .backends.local_named import LocalNamedBackend
                 return lambda: LocalNamedBackend(self.session, take_over=self.take_over,
                                                  bash=self.bash, clean=self.clean,
                                                  idle_timeout=idle)
+            from .backends.local import LocalBackend
             return lambda: LocalBackend(bash=self.bash, clean=self.clean)
         from .backends.ssh import SSHBackend
         from .backends.ssh_target import resolve
