@@ -5,7 +5,7 @@
 
 A run marks everything it starts: .ci/run exports SHELL_KERNEL_TEST_RUN (a
 random value), every process inherits it, and the test sshd hands it to every
-session it starts (tests/sshd_server.py), so a shell that detached itself into
+session it starts (shell_kernel/testing/sshd.py), so a shell that detached itself into
 a session of its own still carries it. Left over are:
 - processes whose environment holds the mark (after a grace for the last
   shutdowns), other than this checker and its ancestors;

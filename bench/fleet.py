@@ -4,7 +4,7 @@ the naive way and the floor.
     .venv/bin/python bench/fleet.py [--sizes 1,10,50,100,200] [--naive-max 10]
                                     [--ansible-max 200] [--repeat 3] [--out bench/README.md]
 
-The "hosts" are one OpenSSH server on 127.0.0.1 (tests/sshd_server.py) under
+The "hosts" are one OpenSSH server on 127.0.0.1 (shell_kernel/testing/sshd.py) under
 N ssh config aliases; each host's shell really runs. The hosts get a HOME
 with empty rc files (the same for every contender). Contenders, for each N,
 with jobs (forks) = N and = 10:
@@ -45,8 +45,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 
 STEPS = ["id -un", "df -P / | tail -1", "cat /proc/loadavg", "ls /tmp | wc -l", "echo done"]
@@ -62,7 +60,7 @@ def log(message: str) -> None:
 # ------------------------------------------------------------------ the hosts
 class Hosts:
     def __init__(self, root: Path, count: int):
-        from sshd_server import SSHServer, setenv_config
+        from shell_kernel.testing.sshd import SSHServer, setenv_config
         self.root, self.count = root, count
         home, self.tmp = root / "home", root / "host-tmp"
         home.mkdir(parents=True)
@@ -88,10 +86,10 @@ class Hosts:
         return sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks  # utime stime cutime cstime
 
     def leftovers(self, timeout: float = 15.0) -> int:
-        from sshd_server import _descendants
+        from shell_kernel.testing.processes import descendants
         deadline = time.monotonic() + timeout
         while True:
-            left = len(_descendants([self.server.pid]) - {self.server.pid})
+            left = len(descendants([self.server.pid]) - {self.server.pid})
             left += sum(1 for _ in self.tmp.iterdir())
             if not left or time.monotonic() > deadline:
                 return left

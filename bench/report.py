@@ -294,6 +294,25 @@ def _load_text(meta: dict) -> str:
             f"on {meta['machine'].split(', ')[1].split(' (')[0]}")
 
 
+def _ratio_lines(fig: dict | None) -> list[str]:
+    """shell_kernel's start (to the first kernel_info reply) and trivial cell
+    against ipykernel's and bash_kernel's, measured taking turns (ratios.py)."""
+    if not fig:
+        return []
+    if "error" in fig:
+        return ["### Start and cell ratios", "", f"failed: {fig['error']}", ""]
+    shell = fig["shell"]
+    rows = [[label, _s(fig[name]["start_median_s"]), _ratio(shell["start_median_s"],
+                                                            fig[name]["start_median_s"]),
+             _ms(fig[name]["cell_median_ms"]), _ratio(shell["cell_median_ms"],
+                                                      fig[name]["cell_median_ms"])]
+            for name, label in (("shell", "shell_kernel"), ("python3", "ipykernel"),
+                                ("bash", "bash_kernel")) if name in fig]
+    return ["### Start and cell ratios (kernels taking turns)", "",
+            table(["kernel", "start (median)", "shell_kernel ÷ this", "trivial cell (median)",
+                   "shell_kernel ÷ this"], rows), ""]
+
+
 def render(results: dict, profiles: list, notes: list[str], baseline: str) -> str:
     meta = results["meta"]
     kernels = results["kernels"]
@@ -315,6 +334,7 @@ def render(results: dict, profiles: list, notes: list[str], baseline: str) -> st
                              base.get(key), twin, profile)
         if rows:
             parts += [f"### {title}", "", table(headers, rows), ""]
+    parts += _ratio_lines(results.get("ratios"))
     if notes:
         parts += ["Notes:", ""] + [f"- {note}" for note in notes] + [""]
     parts.append(END)

@@ -43,6 +43,7 @@ ensure_psutil()
 import figures  # noqa: E402 - needs psutil
 import named_attach  # noqa: E402
 import prompt_latency  # noqa: E402
+import ratios  # noqa: E402
 import report  # noqa: E402
 import sshenv  # noqa: E402
 from client import KernelSession, shutdown_all  # noqa: E402
@@ -297,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                     results["kernels"][profile.name] = {
                         "kernelspec": profile.kernelspec, "label": profile.label,
                         "figures": bench_kernel(profile, settings, cwd, kernel_log, ssh)}
+                if all(name in KERNELS for name in ratios.KERNEL_NAMES):
+                    log("start and cell ratios (the kernels taking turns)")
+                    results["ratios"] = guarded("ratios", ratios.ratios, settings, cwd)
             finally:
                 shutdown_all()
     finally:

@@ -5,7 +5,7 @@ and the kernelspecs that reach it, all under one temporary directory.
         ...                          # JUPYTER_PATH points at env.prefix
     # sshd stopped (with every session), JUPYTER_PATH restored, files gone
 
-The server is tests/sshd_server.py's SSHServer (imported, not copied). Five
+The server is shell_kernel/testing/sshd.py's SSHServer (shared with the tests). Five
 kernelspecs go into a private prefix:
 
 - shell-ssh-bench: shell_kernel's SSH backend, installed with shell_kernel's
@@ -31,7 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
+from shell_kernel.testing import sshd
+
 ALIAS = "benchhost"
 SHELL_SSH_SPEC = "shell-ssh-bench"
 SHELL_SSH_EPHEMERAL_SPEC = "shell-ssh-ephemeral-bench"
@@ -47,13 +48,6 @@ SSHKERNEL_SPEC = "sshkernel-bench"
 #: The first cell of every sshkernel kernel: it connects (sshkernel does not
 #: connect before it).
 SSHKERNEL_LOGIN = f"%login {ALIAS}"
-
-
-def _import_server():
-    if str(TESTS) not in sys.path:
-        sys.path.insert(0, str(TESTS))
-    import sshd_server  # noqa: PLC0415 - tests/ is not a package
-    return sshd_server
 
 
 def ensure_sshkernel() -> None:
@@ -89,11 +83,10 @@ class SSHEnvironment:
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "SSHEnvironment":
-        sshd_server = _import_server()
-        if not sshd_server.ssh_available():
+        if not sshd.ssh_available():
             raise RuntimeError("OpenSSH (sshd, ssh, ssh-keygen) is not installed")
         self.root = Path(tempfile.mkdtemp(prefix="shell-kernel-bench-ssh-"))
-        self.server = sshd_server.SSHServer(self.root / "sshd", name="bench-sshd")
+        self.server = sshd.SSHServer(self.root / "sshd", name="bench-sshd")
         self.server.start()
         self.ssh_config = self.server.write_ssh_config(self.root / "ssh_config", alias=ALIAS)
         self.prefix = self.root / "prefix"

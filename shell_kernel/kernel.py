@@ -12,11 +12,10 @@ import threading
 import time
 import uuid
 
-import zmq
 from ipykernel import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
 
-from . import __version__
+from . import __version__, compat
 from .completion import completion_context, word_at
 from .config import KernelConfig
 from .launch import ShellLaunch
@@ -32,7 +31,7 @@ log = logging.getLogger("shell_kernel.kernel")
 STARTING_QUIET_S = 1.0
 
 
-class ShellKernel(Kernel):
+class ShellKernel(compat.AbortHook, Kernel):
     implementation = "shell_kernel"
     implementation_version = __version__
     #: Set by the launcher before the kernel application creates the kernel:
@@ -174,7 +173,7 @@ class ShellKernel(Kernel):
         if parent is None or not text:
             return
         self.session.send(self.iopub_socket, "stream", {"name": name, "text": text},
-                          parent=parent, ident=self._topic("stream"))
+                          parent=parent, ident=compat.topic(self, "stream"))
 
     def _send_clear(self, wait: bool = True) -> None:
         """The cell cleared its screen: clear its output when the next arrives
@@ -183,7 +182,7 @@ class ShellKernel(Kernel):
         if parent is None:
             return
         self.session.send(self.iopub_socket, "clear_output", {"wait": wait},
-                          parent=parent, ident=self._topic("clear_output"))
+                          parent=parent, ident=compat.topic(self, "clear_output"))
 
     def _send_display(self, mime: str, data: bytes, display_id: str) -> None:
         parent = self._output_parent
@@ -202,32 +201,12 @@ class ShellKernel(Kernel):
             self._display_ids.add(display_id)
         self.session.send(self.iopub_socket, msg_type,
                           {"data": bundle, "metadata": {}, "transient": transient},
-                          parent=parent, ident=self._topic(msg_type))
+                          parent=parent, ident=compat.topic(self, msg_type))
 
     def _ask(self, prompt: Prompt) -> str | None:
-        """Ask the frontend (input_request) and return its answer. Like
-        ipykernel's _input_request, except that it gives up, returning None,
-        once the question is moot (the read timed out, the cell ended or was
-        interrupted); the frontend's late answer is then dropped."""
-        while True:  # stale answers, to questions given up on
-            try:
-                self.stdin_socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.ZMQError:
-                break
-        parent = self.get_parent("shell")
-        if hasattr(self, "_shell_parent_ident"):  # ipykernel 7
-            ident = self._get_shell_context_var(self._shell_parent_ident)
-        else:
-            ident = self._parent_ident["shell"]
-        self.session.send(self.stdin_socket, "input_request",
-                          {"prompt": prompt.text, "password": prompt.password}, parent, ident=ident)
-        while not prompt.over.is_set():
-            if not self.stdin_socket.poll(50):
-                continue
-            _, reply = self.session.recv(self.stdin_socket)
-            if reply is not None and reply.get("msg_type") == "input_reply":
-                return str(reply["content"].get("value", ""))
-        return None
+        """Ask the frontend (input_request) and return its answer; None once
+        the question is moot (see compat.ask_input)."""
+        return compat.ask_input(self, prompt.text, prompt.password, prompt.over)
 
     # -------------------------------------------------------- editing help
     async def do_complete(self, code, cursor_pos):
@@ -335,33 +314,34 @@ class ShellKernel(Kernel):
                                     "host": self._launch.config.ssh or "local"}
         return metadata
 
-    def _send_abort_reply(self, stream, msg, idents):
+    def abort_reply(self, stream, msg, idents) -> bool:
         """ipykernel skips ("aborts") the cells queued behind a failed one.
         Behind a shell that did not start they fail at once with the same
         error instead: each would otherwise have waited for a start of its own."""
         failure = self._start_failure
         if failure is None or msg["header"]["msg_type"] != "execute_request":
-            return super()._send_abort_reply(stream, msg, idents)
+            return False
         content = msg["content"]
         silent = content.get("silent", False)
         if not silent:
             self.execution_count += 1
-            self._publish_execute_input(content.get("code", ""), msg, self.execution_count)
+            compat.publish_execute_input(self, content.get("code", ""), msg, self.execution_count)
         metadata = self.init_metadata(msg)
         self._reply_metadata = {"exit_code": None, "duration_s": 0.0}
         error = error_content("ShellUnavailable", failure)
         if not silent:
             self.session.send(self.iopub_socket, "error", error, parent=msg,
-                              ident=self._topic("error"))
+                              ident=compat.topic(self, "error"))
         reply = {"status": "error", "execution_count": self.execution_count, **error}
         metadata = self.finish_metadata(msg, metadata, reply)
         self.session.send(stream, "execute_reply", reply, parent=msg, metadata=metadata,
                           ident=idents)
+        return True
 
     # ------------------------------------------------------------- shutdown
     async def do_shutdown(self, restart):
         cell_running = not self._idle.is_set()
-        self._session.close()
+        self._launch.close()
         if cell_running:
             # Let the cell that the shutdown cut short send its reply while
             # the sockets still exist (it goes out just after do_execute).
@@ -380,9 +360,7 @@ class ShellKernel(Kernel):
         once this message is completely handled."""
         content = await self.do_shutdown(parent["content"]["restart"])
         self.session.send(stream, "shutdown_reply", content, parent, ident=ident)
-        # The same content, with another msg_id, goes out on IOPub at exit.
-        self._shutdown_message = self.session.msg("shutdown_reply", content, parent)
-        await self._at_shutdown()
+        await compat.announce_shutdown(self, content, parent)
         loops = {self.io_loop}
         if self.shell_stream is not None:
             loops.add(self.shell_stream.io_loop)

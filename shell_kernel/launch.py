@@ -16,6 +16,9 @@ from .session import SessionError, ShellSession
 
 log = logging.getLogger("shell_kernel.launch")
 
+#: How long close() waits for a start that it stopped to end.
+STOPPED_START_WAIT_S = 3.0
+
 
 class ShellLaunch:
     def __init__(self, config: KernelConfig):
@@ -26,7 +29,8 @@ class ShellLaunch:
         self.started = threading.Event()
         self.started_at = time.monotonic()
         self._error: SessionError | None = None
-        threading.Thread(target=self._start, name="shell-kernel-start", daemon=True).start()
+        self._thread = threading.Thread(target=self._start, name="shell-kernel-start", daemon=True)
+        self._thread.start()
 
     def _start(self) -> None:
         try:
@@ -38,6 +42,20 @@ class ShellLaunch:
             log.warning("%s", err)
         finally:
             self.started.set()
+
+    def close(self) -> None:
+        """Close the session, on the kernel's thread at shutdown. A start
+        still under way is stopped (closing ends its shell, and with it the
+        start's wait) and waited for; what it set up meanwhile (a shell whose
+        start had not reached the session yet) is closed after it."""
+        self.session.close()
+        if self.started.is_set():
+            return
+        self._thread.join(STOPPED_START_WAIT_S)
+        if self._thread.is_alive():
+            log.warning("the shell's start did not end within %g s of the shutdown",
+                        STOPPED_START_WAIT_S)
+        self.session.close()
 
     def bind(self, stream, display, clear=None) -> None:
         """Where output goes from now on (before this, only startup noise flows)."""

@@ -212,7 +212,6 @@ class DisplayFrame:
     """`display` was called; its bytes are in the state directory's file `payload`."""
     mime: str
     display_id: str
-    size: int
     payload: str
 
 
@@ -220,7 +219,6 @@ class DisplayFrame:
 class ReplyFrame:
     """The answer to a query between cells, in the state directory's file `payload`."""
     seq: int
-    size: int
     payload: str
 
 
@@ -298,11 +296,10 @@ def parse_frame(stream: str, fields: list) -> Frame:
                         line, command)
     if kind == "barrier" and len(rest) == 1:
         return BarrierFrame(stream, rest[0])
-    if kind == "display" and len(rest) == 4 and rest[2].isdigit() and _is_payload(rest[3]):
-        return DisplayFrame(rest[0], rest[1], int(rest[2]), rest[3])
-    if kind == "reply" and len(rest) == 3 and rest[0].isdigit() and rest[1].isdigit() \
-            and _is_payload(rest[2]):
-        return ReplyFrame(int(rest[0]), int(rest[1]), rest[2])
+    if kind == "display" and len(rest) == 3 and _is_payload(rest[2]):
+        return DisplayFrame(*rest)
+    if kind == "reply" and len(rest) == 2 and rest[0].isdigit() and _is_payload(rest[1]):
+        return ReplyFrame(int(rest[0]), rest[1])
     if kind == "tty" and len(rest) == 1 and rest[0].startswith("/"):
         return TtyFrame(rest[0])
     if kind == "reading" and len(rest) == 8 and rest[0].isdigit() and rest[1].isdigit() \

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import KernelHarness
-from sshd_server import SSHServer
+from shell_kernel.testing.sshd import SSHServer
 
 
 # pyenv's rehash lock: this machine's ~/.bashrc runs `pyenv init`, and a

@@ -86,7 +86,7 @@ class FakeShell(Backend):
         """The frame session.bash writes for `display`, its bytes kept for fetch()."""
         name = f"payload.{self.pid}.{len(self.payloads) + 1}"
         self.payloads[name] = data
-        return self.frame("display", mime, display_id, str(len(data)), name)
+        return self.frame("display", mime, display_id, name)
 
     def end_cell(self, seq: int, status: int, cwd: str = "/fake") -> None:
         self.emit("stdout", self.frame("end", str(seq), str(status), cwd))

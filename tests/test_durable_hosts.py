@@ -19,7 +19,7 @@ from conftest import install_spec, kernel_env
 from harness import KernelHarness, pids_matching, wait_until
 from shell_kernel.backends import durable, ssh
 from shell_kernel.backends.ssh_target import resolve
-from sshd_server import SSHServer, setenv_config
+from shell_kernel.testing.sshd import SSHServer, setenv_config
 from test_durable import TICKS, drop_connection_during
 
 TICKS_OUT = "".join(f"line-{i}\n" for i in range(1, 21))

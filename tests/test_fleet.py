@@ -29,7 +29,8 @@ from shell_kernel.fleet_targets import (HostsError, ansible_available, hosts_fro
                                         hosts_from_list)
 from shell_kernel.runner import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RunError
 from notebook_files import write_notebook
-from sshd_server import SSHServer, _descendants, _cmdline, setenv_config, ssh_available
+from shell_kernel.testing.processes import descendants
+from shell_kernel.testing.sshd import SSHServer, cmdline, setenv_config, ssh_available
 
 pytestmark = pytest.mark.skipif(not ssh_available(), reason="OpenSSH is not installed")
 
@@ -84,9 +85,9 @@ class Fleet:
         TMPDIR, once the run is over (waiting a little for exits to finish)."""
         deadline = time.monotonic() + timeout
         while True:
-            found = [f"pid {pid}: {_cmdline(pid)}"
+            found = [f"pid {pid}: {cmdline(pid)}"
                      for server in (self.server, self.flaky) if server.running
-                     for pid in _descendants([server.pid]) if pid != server.pid]
+                     for pid in descendants([server.pid]) if pid != server.pid]
             found += [f"file {path}" for path in self.tmp.iterdir()]
             if not found or time.monotonic() > deadline:
                 return found
@@ -435,8 +436,8 @@ def test_ctrl_c_stops_every_host_and_leaves_nothing(fleet, tmp_path):
     out_dir = tmp_path / "out"
     proc = start_run(notebook, "web1,web2,web4", fleet, out_dir)
     try:
-        wait_while_running(proc, lambda: len([p for p in _descendants([fleet.server.pid])
-                                               if _cmdline(p) == "sleep 200"]) < 3)
+        wait_while_running(proc, lambda: len([p for p in descendants([fleet.server.pid])
+                                               if cmdline(p) == "sleep 200"]) < 3)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -736,7 +737,7 @@ def test_shell_under_a_wrapper_is_ended_by_the_reaper(tmp_path, capsys):
         assert words[1].rstrip(",") != words[3]  # the shell is not its group's leader
         deadline = time.monotonic() + 10
         while True:
-            left = [f"pid {pid}: {_cmdline(pid)}" for pid in _descendants([server.pid])
+            left = [f"pid {pid}: {cmdline(pid)}" for pid in descendants([server.pid])
                     if pid != server.pid] + [f"file {path}" for path in host_tmp.iterdir()]
             if not left or time.monotonic() > deadline:
                 break

@@ -19,7 +19,7 @@ import pytest
 from conftest import install_spec, kernel_env
 from harness import KernelHarness, pids_matching, wait_until
 from shell_kernel.shell import script
-from sshd_server import SSHServer, setenv_config
+from shell_kernel.testing.sshd import SSHServer, setenv_config
 
 UID = os.getuid()
 

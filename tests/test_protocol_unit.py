@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from shell_kernel import protocol
+from shell_kernel import protocol, shell
 from shell_kernel.output import Coalescer, OutputLimit, StreamDecoder
 
 TOKEN = "0123456789abcdef"
@@ -115,6 +115,40 @@ def test_end_frame_carries_the_failed_command_and_its_line():
                                      + head + b"9\x1f0\x1f/tmp\x1f\x1f\x1f\x1e")
     assert failed == protocol.EndFrame("stdout", 8, 1, "/tmp", 3, "grep nomatch")
     assert succeeded == protocol.EndFrame("stdout", 9, 0, "/tmp", None, None)
+
+
+def frame_bytes(*fields: str) -> bytes:
+    return b"\x1e\x1f" + b"\x1f".join(f.encode() for f in fields) + b"\x1f\x1e"
+
+
+def test_frame_helper_writes_each_frame_whole_whatever_the_shell_state():
+    """shell/frame.bash, as session.bash and prompts.bash write every frame:
+    under set -euxf, failglob, IFS=, and a user's printf function."""
+    script = shell.script("frame.bash") + r"""
+set -euxf -o pipefail
+shopt -s failglob nullglob
+IFS=,
+printf() { builtin echo hijacked; }
+__shell_kernel_frame "$1" end 7 0 '/a, b*' '' 'x%s\n%y'
+__shell_kernel_frame "$1" ready
+__shell_kernel_frame -l "$1" done 12 3
+"""
+    done = subprocess.run(["bash", "-c", script, "bash", TOKEN], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (frame_bytes(TOKEN, "end", "7", "0", "/a, b*", "", "x%s\\n%y")
+                           + frame_bytes(TOKEN, "ready") + frame_bytes(TOKEN, "done", "12", "3")
+                           + b"\n")
+
+
+def test_display_and_reply_frames_name_their_payload():
+    scanner = protocol.FrameScanner(TOKEN)
+    display, reply, sized = scanner.feed(
+        frame_bytes(TOKEN, "display", "image/png", "plot", "payload.42.1")
+        + frame_bytes(TOKEN, "reply", "5", "payload.42.2")
+        + frame_bytes(TOKEN, "reply", "5", "10", "payload.42.3"))
+    assert display == protocol.DisplayFrame("image/png", "plot", "payload.42.1")
+    assert reply == protocol.ReplyFrame(5, "payload.42.2")
+    assert isinstance(sized, protocol.UnknownFrame)
 
 
 def test_history_entry_is_the_cell_without_blank_lines_around_it():

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from harness import pids_matching, wait_until
-from sshd_server import SSHServer
+from shell_kernel.testing.sshd import SSHServer
 
 
 def fingerprint(public_key_line: str) -> str:

@@ -21,7 +21,7 @@ from harness import wait_until
 from shell_kernel.backends import BackendError
 from shell_kernel.backends.ssh import connect
 from shell_kernel.backends.ssh_target import TargetError, resolve
-from sshd_server import SSHServer
+from shell_kernel.testing.sshd import SSHServer
 from test_ssh import config_with_key, fingerprint
 
 REPLY_TIMEOUT = 10  # a connection problem is an error reply within seconds, never a hang

@@ -1,4 +1,4 @@
-"""Self-test of tests/sshd_server.py against real clients (OpenSSH + paramiko)."""
+"""Self-test of shell_kernel/testing/sshd.py against real clients (OpenSSH + paramiko)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 import paramiko
 import pytest
 
-from sshd_server import SSHServer
+from shell_kernel.testing.sshd import SSHServer
 
 
 @pytest.fixture

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
+
+from harness import pids_matching, wait_until
 
 #: Written as sitecustomize.py on the kernel's PYTHONPATH: Python runs it at
 #: startup, and its audit hook writes down every module as it is imported
@@ -41,3 +44,20 @@ def test_kernel_info_and_a_cell_import_no_debugger(start_kernel, tmp_path):
     imported = set(record.read_text().split())
     assert {"shell_kernel.kernel", "ipykernel.kernelapp"} <= imported  # the record works
     assert sorted(DEBUGGER_MODULES & imported) == []
+
+
+def test_a_shutdown_during_a_slow_start_leaves_no_shell(jupyter_prefix, start_kernel, tmp_path):
+    """The kernel is shut down while the shell's startup files still run: the
+    launch thread's start is stopped before the session closes, and nothing
+    of the shell stays (the kernel exits by itself, not killed)."""
+    mark = "1000.981"  # unique in /proc
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bash_profile").write_text(f"sleep {mark}\n")
+    kernel = start_kernel(wait_shell=False, HOME=str(home))
+    assert wait_until(lambda: pids_matching(mark), timeout=30), "the startup files never ran"
+    kernel.kc.stop_channels()
+    started = time.monotonic()
+    kernel.km.shutdown_kernel(now=False)
+    assert time.monotonic() - started < 5, "jupyter_client had to kill the kernel"
+    assert wait_until(lambda: not pids_matching(mark), timeout=10), pids_matching(mark)

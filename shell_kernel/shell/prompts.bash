@@ -32,6 +32,8 @@
 # while the shell runs a cell, so cells that never read cost nothing.
 # Linux only (/proc); elsewhere it reports nothing and cells get end-of-file.
 
+#include frame.bash
+
 shell=$1 dir=$2
 umask 077  # its files in the state directory are private, like the shell's
 tty=$(tty 2>/dev/null) || exit 0
@@ -55,7 +57,7 @@ if [[ -n $dir ]]; then
     "printf '%s\\n' \"\$answer\"" > "$dir/sk-askpass.$$" \
     && chmod 700 "$dir/sk-askpass.$$" && mv -f "$dir/sk-askpass.$$" "$dir/sk-askpass"
 fi
-builtin printf '\036\037%s\037tty\037%s\037\036\n' "$token" "$tty"
+__shell_kernel_frame -l "$token" tty "$tty"
 [[ -r /proc/$shell/syscall ]] || exec sleep 2147483647  # no /proc: keep the terminal, report nothing
 
 # System call numbers of read, readv, pread64; of select/pselect6 (whose
@@ -144,11 +146,11 @@ report() {
   builtin read -r parent < "/proc/$ppid/comm"
   marked=1
   for fd in 61 62; do
-    builtin printf '\036\037%s\037barrier\037read.%s.%s\037\036' "$token" "$pid" "$reads_done" \
+    __shell_kernel_frame "$token" barrier "read.$pid.$reads_done" \
       2>/dev/null > "/proc/$shell/fd/$fd" || marked=0
   done
-  builtin printf '\036\037%s\037reading\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037\036\n' \
-    "$token" "$pid" "$reads_done" "$echo" "$lines" "$name" "$parent" "$marked" "$keys"
+  __shell_kernel_frame -l "$token" reading "$pid" "$reads_done" "$echo" "$lines" "$name" \
+    "$parent" "$marked" "$keys"
 }
 
 # Once a process that read is gone (its read over, the terminal no longer
@@ -192,8 +194,7 @@ while [[ -e /proc/$shell ]]; do
   over=
   for key in "${reported[@]}"; do
     if [[ " ${still[*]} " != *" $key "* ]]; then
-      builtin printf '\036\037%s\037done\037%s\037%s\037\036\n' "$token" "${key%:*}" "${key#*:}" \
-        || exit 0
+      __shell_kernel_frame -l "$token" done "${key%:*}" "${key#*:}" || exit 0
       [[ /proc/${key%:*}/fd/0 -ef $tty ]] || over=yes
     fi
   done

@@ -20,6 +20,8 @@ exec 61>&1 62>&2 1>/dev/null 2>/dev/null
 # rc file's `set -a` exported it), where `env` or `ps e` in a cell shows it.
 builtin export -n __shell_kernel_token
 
+#include frame.bash
+
 __shell_kernel_pid=$$
 # What this script creates is private: umask 077 until its end, where the
 # user's comes back (read from /proc where there is one: no fork).
@@ -159,11 +161,9 @@ __shell_kernel_post() {
     fi
   fi
   if (( seq == __shell_kernel_done )); then  # else: a late repeat for a cell long over
-    builtin printf '\036\037%s\037end\037%s\037%s\037%s\037%s\037%s\037\036' \
-      "$__shell_kernel_token" "$seq" "$status" "${PWD-}" \
+    __shell_kernel_frame "$__shell_kernel_token" end "$seq" "$status" "${PWD-}" \
       "$__shell_kernel_why_line" "$__shell_kernel_why_command" >&61 2>/dev/null || builtin true
-    builtin printf '\036\037%s\037end\037%s\037\036' \
-      "$__shell_kernel_token" "$seq" >&62 2>/dev/null || builtin true
+    __shell_kernel_frame "$__shell_kernel_token" end "$seq" >&62 2>/dev/null || builtin true
   fi
   if [[ $__shell_kernel_flags == *T* ]]; then builtin set -T; fi
 }
@@ -278,19 +278,17 @@ __shell_kernel_query() {
 }
 
 # Hand FILE's bytes to the kernel: copied into the state directory as
-# payload.PID.N, named by a frame \036\037token\037KIND\037FIELD...\037SIZE\037NAME\037\036
-# that goes out in one short write, so that a background job printing at the
-# same moment can neither split the frame nor mix into the bytes (which never
-# travel in band); the kernel fetches the file and removes it.
+# payload.PID.N, named by a frame \036\037token\037KIND\037FIELD...\037NAME\037\036
+# (one short write: a background job printing at the same moment cannot mix
+# into the bytes, which never travel in band); the kernel fetches the file
+# and removes it.
 __shell_kernel_payloads=0
 __shell_kernel_send_file() {
-  builtin local kind="$1" file="$2" size name frame
+  builtin local kind="$1" file="$2" name
   builtin shift 2
-  size=$(builtin command wc -c < "$file") || builtin return 1
   name=payload.$BASHPID.$(( ++__shell_kernel_payloads ))
   builtin command cp -- "$file" "$__shell_kernel_dir/$name" || builtin return 1
-  builtin printf -v frame '\037%s' "$kind" "$@" $(( size )) "$name"
-  builtin printf '\036\037%s%s\037\036' "$__shell_kernel_token" "$frame"
+  __shell_kernel_frame "$__shell_kernel_token" "$kind" "$@" "$name"
 }
 
 # display [--mime TYPE] [--id NAME] [FILE]: show FILE (or standard input)
@@ -468,8 +466,8 @@ __shell_kernel_close() {
   { IFS= builtin read -r stat < "/proc/$$/stat"; } 2>/dev/null
   IFS=' ' builtin read -r -a fields <<< "${stat##*) }"
   if [[ ${fields[2]-} != "$$" || $- == *m* ]]; then
-    builtin printf '\036\037%s\037barrier\037%s\037\036' "$__shell_kernel_token" "$1" >&61
-    builtin printf '\036\037%s\037barrier\037%s\037\036' "$__shell_kernel_token" "$1" >&62
+    __shell_kernel_frame "$__shell_kernel_token" barrier "$1" >&61
+    __shell_kernel_frame "$__shell_kernel_token" barrier "$1" >&62
     builtin return 0
   fi
   case $__shell_kernel_dir in
@@ -550,6 +548,6 @@ fi
 if [[ -n ${__shell_kernel_tty-} ]]; then __shell_kernel_open_ttys; fi
 builtin umask "$__shell_kernel_umask"
 builtin unset -v __shell_kernel_umask
-builtin printf '\036\037%s\037ready\037%s\037%s\037%s\037%s\037\036' \
-  "$__shell_kernel_token" "$$" "$BASH_VERSION" "$__shell_kernel_dir" "$__shell_kernel_restored" >&61
-builtin printf '\036\037%s\037ready\037\036' "$__shell_kernel_token" >&62
+__shell_kernel_frame "$__shell_kernel_token" ready "$$" "$BASH_VERSION" "$__shell_kernel_dir" \
+  "$__shell_kernel_restored" >&61
+__shell_kernel_frame "$__shell_kernel_token" ready >&62

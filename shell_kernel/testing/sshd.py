@@ -24,14 +24,16 @@ that same user can log in, which is all the tests need.
 
 from __future__ import annotations
 
-import getpass
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
+
+from .processes import (children, config_quote, current_user, descendants, free_port, freeze,
+                        freeze_and_signal, make_subreaper, process_table, send_signal,
+                        tcp_listening)
 
 SSHD = "/usr/sbin/sshd"  # sshd insists on being started via an absolute path
 PRIVSEP_DIR = Path("/run/sshd")  # Debian's --with-privsep-path
@@ -40,158 +42,6 @@ ENCRYPTED_KEY_PASSPHRASE = "secret"
 
 class SSHServerError(RuntimeError):
     pass
-
-
-# --------------------------------------------------------------------------
-# process-table helpers (Linux /proc, with a ``ps`` fallback)
-
-
-def _process_table() -> dict[int, tuple[int, str]]:
-    """pid -> (ppid, state) for every visible process."""
-    table: dict[int, tuple[int, str]] = {}
-    if os.path.isdir("/proc/self"):
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    data = f.read().decode("ascii", "replace")
-            except OSError:  # vanished meanwhile
-                continue
-            # "pid (comm) state ppid ..."; comm may contain spaces/parens
-            rest = data[data.rfind(")") + 2 :].split()
-            if len(rest) >= 2:
-                table[int(entry)] = (int(rest[1]), rest[0])
-        return table
-    out = subprocess.run(
-        ["ps", "-A", "-o", "pid=,ppid=,stat="],
-        capture_output=True, text=True, check=False,
-    ).stdout
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 3:
-            table[int(parts[0])] = (int(parts[1]), parts[2][0])
-    return table
-
-
-def _children(pid: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
-    table = _process_table() if table is None else table
-    return sorted(p for p, (pp, st) in table.items() if pp == pid and st != "Z")
-
-
-def _descendants(roots: list[int]) -> set[int]:
-    table = _process_table()
-    found: set[int] = set()
-    todo = [r for r in roots if r in table and table[r][1] != "Z"]
-    while todo:
-        p = todo.pop()
-        if p in found:
-            continue
-        found.add(p)
-        todo.extend(_children(p, table))
-    return found
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _freeze(roots: list[int]) -> list[int]:
-    """SIGSTOP ``roots`` and all their descendants, repeating until the tree
-    is complete (a stopped process cannot fork, so this converges).
-    Returns all frozen pids."""
-    frozen: set[int] = set()
-    for _ in range(100):
-        new = _descendants(roots) - frozen
-        new.update(r for r in roots if r not in frozen and _alive(r))
-        if not new:
-            break
-        for p in new:
-            _signal(p, signal.SIGSTOP)
-        frozen |= new
-    return sorted(frozen)
-
-
-def _freeze_and_signal(roots: list[int], sig: int) -> list[int]:
-    """Freeze the trees below ``roots``, then deliver ``sig`` to all of them
-    (followed by SIGCONT so that catchable signals get handled)."""
-    frozen = _freeze(roots)
-    for p in frozen:
-        _signal(p, sig)
-    if sig != signal.SIGKILL:
-        for p in frozen:
-            _signal(p, signal.SIGCONT)
-    return frozen
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("ascii", "replace")
-        return data[data.rfind(")") + 2 :].split()[0] != "Z"
-    except OSError:
-        pass
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
-try:
-    import ctypes
-
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _prctl = _libc.prctl
-except (OSError, AttributeError):  # not Linux / no prctl
-    _prctl = None
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def _make_subreaper() -> None:
-    """preexec_fn for sshd (the attribute survives execve)."""
-    if _prctl is not None:
-        _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _current_user() -> str:
-    """Name of the effective uid -- the only user an unprivileged sshd can
-    log in.  (getpass.getuser() trusts $USER/$LOGNAME, which can be stale,
-    e.g. after su without -l, so it is only the fallback.)"""
-    try:
-        import pwd
-
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except (ImportError, KeyError):
-        return getpass.getuser()
-
-
-def _tcp_listening(host: str, port: int) -> bool:
-    """Is some socket LISTENing on host:port (IPv4)?  Reads /proc/net/tcp."""
-    want = "%s:%04X" % ("".join(f"{int(b):02X}" for b in reversed(host.split("."))), port)
-    try:
-        with open("/proc/net/tcp") as f:
-            next(f)
-            return any(line.split()[1] == want and line.split()[3] == "0A" for line in f)
-    except (OSError, StopIteration, IndexError):
-        return False
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def _q(value: object) -> str:
-    """Quote a value for sshd_config / ssh_config if it needs it."""
-    s = str(value)
-    return f'"{s}"' if any(c.isspace() for c in s) else s
 
 
 # This machine's ~/.bashrc runs `pyenv init`, whose rehash takes a lock file;
@@ -228,7 +78,7 @@ class SSHServer:
         self.workdir = Path(workdir).resolve()
         self.name = name
         self.extra_config = extra_config
-        self.user = _current_user()
+        self.user = current_user()
         self._port: int | None = None
         self._proc: subprocess.Popen | None = None
         self._log_file = None
@@ -344,9 +194,9 @@ class SSHServer:
         lines = [
             f"ListenAddress {self.host}",
             f"Port {self.port}",
-            f"HostKey {_q(self.host_key_path)}",
-            f"AuthorizedKeysFile {_q(self.authorized_keys_path)}",
-            f"PidFile {_q(self.pid_file)}",
+            f"HostKey {config_quote(self.host_key_path)}",
+            f"AuthorizedKeysFile {config_quote(self.authorized_keys_path)}",
+            f"PidFile {config_quote(self.pid_file)}",
             "StrictModes no",
             "UsePAM no",
             "PasswordAuthentication no",
@@ -407,7 +257,7 @@ class SSHServer:
         attempts = 1 if fixed_port else 5
         for attempt in range(attempts):
             if not fixed_port:
-                self._port = _free_port(self.host)
+                self._port = free_port(self.host)
             try:
                 self._launch(timeout)
                 break
@@ -437,7 +287,7 @@ class SSHServer:
             # Make the listener a child subreaper: processes orphaned when a
             # session is killed get re-parented to (and reaped by) sshd
             # instead of PID 1, which in containers often never reaps.
-            preexec_fn=_make_subreaper,
+            preexec_fn=make_subreaper,
         )
         ready = f"Server listening on {self.host} port {self.port}"
         deadline = time.monotonic() + timeout
@@ -453,7 +303,7 @@ class SSHServer:
                 f.seek(log_offset)
                 if ready in f.read().decode(errors="replace"):
                     return
-            if _tcp_listening(self.host, self.port):
+            if tcp_listening(self.host, self.port):
                 listening_since = listening_since or time.monotonic()
                 if time.monotonic() - listening_since > 0.5 and self._proc.poll() is None:
                     return
@@ -485,21 +335,21 @@ class SSHServer:
                 # a child subreaper, see _launch -- reap all of that, and
                 # only then terminate the listener itself.  This leaves no
                 # orphans/zombies behind, even under a non-reaping PID 1.
-                tree = _freeze([proc.pid])
+                tree = freeze([proc.pid])
                 for p in tree:
                     if p != proc.pid:
-                        _signal(p, signal.SIGKILL)
-                _signal(proc.pid, signal.SIGCONT)
+                        send_signal(p, signal.SIGKILL)
+                send_signal(proc.pid, signal.SIGCONT)
                 others = set(tree) - {proc.pid}
                 deadline = time.monotonic() + min(timeout, 2.0)
-                while (others & _process_table().keys()  # not yet reaped
+                while (others & process_table().keys()  # not yet reaped
                        and time.monotonic() < deadline):
                     time.sleep(0.01)
-                _signal(proc.pid, signal.SIGTERM)
+                send_signal(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _signal(proc.pid, signal.SIGKILL)
+                send_signal(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=timeout)
             self._proc = None
         if self._log_file is not None:
@@ -529,12 +379,12 @@ class SSHServer:
         With ``authenticated=True`` only logged-in connections are listed."""
         if not self.running:
             return []
-        table = _process_table()
-        pids = [p for p in _children(self._proc.pid, table) if _comm(p) == "sshd"]
+        table = process_table()
+        pids = [p for p in children(self._proc.pid, table) if comm(p) == "sshd"]
         if authenticated:
             pids = [p for p in pids
-                    if any(self._is_logged_in_title(_cmdline(q))
-                           for q in [p, *_children(p, table)])]
+                    if any(self._is_logged_in_title(cmdline(q))
+                           for q in [p, *children(p, table)])]
         return pids
 
     def _is_logged_in_title(self, title: str) -> bool:
@@ -554,7 +404,7 @@ class SSHServer:
             if time.monotonic() > deadline:
                 raise SSHServerError(
                     f"expected >= {count} sshd sessions, have {len(pids)}: "
-                    + ", ".join(f"{p}={_cmdline(p)!r}" for p in self.session_pids())
+                    + ", ".join(f"{p}={cmdline(p)!r}" for p in self.session_pids())
                 )
             time.sleep(0.02)
 
@@ -569,10 +419,10 @@ class SSHServer:
         if not sessions:
             return []
         if include_commands:
-            return _freeze_and_signal(sessions, sig)
-        hit = sorted(p for p in _descendants(sessions) if _comm(p) == "sshd")
+            return freeze_and_signal(sessions, sig)
+        hit = sorted(p for p in descendants(sessions) if comm(p) == "sshd")
         for pid in hit:
-            _signal(pid, sig)
+            send_signal(pid, sig)
         return hit
 
     # --------------------------------------------------------- host keys
@@ -602,9 +452,9 @@ class SSHServer:
             f"HostName {self.host}",
             f"Port {self.port}",
             f"User {self.user}",
-            f"IdentityFile {_q(self.user_key_path)}",
+            f"IdentityFile {config_quote(self.user_key_path)}",
             "IdentitiesOnly yes",
-            f"UserKnownHostsFile {_q(self.known_hosts_path)}",
+            f"UserKnownHostsFile {config_quote(self.known_hosts_path)}",
             "StrictHostKeyChecking yes",
         ]
         block = f"Host {alias}\n" + "".join(f"    {ln}\n" for ln in body)
@@ -620,7 +470,7 @@ class SSHServer:
         return f"<SSHServer {self.name} {self.workdir} {state}>"
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
@@ -628,7 +478,7 @@ def _cmdline(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
-def _comm(pid: int) -> str:
+def comm(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:

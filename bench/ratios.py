@@ -1,0 +1,94 @@
+"""Start and trivial-cell ratios of shell_kernel against ipykernel and bash_kernel, in one run.
+
+    .venv/bin/python bench/ratios.py [--starts 5] [--cells 200]
+
+The kernels take turns: start by start (who goes first rotating), then cell
+by cell on one kernel of each, so that all see the same load on the
+machine. A start is timed from start_kernel() to the first kernel_info
+reply (client.KernelSession.start). bench/run.py records the same figure
+as "ratios".
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+
+import figures
+from client import KernelSession, shutdown_all
+from kernels import BASELINE, KERNELS
+
+#: shell_kernel, and what it is compared with.
+KERNEL_NAMES = ("shell", BASELINE, "bash")
+
+
+def alternating_starts(names: list[str], starts: int, cwd: str) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for turn in range(starts):
+        shift = turn % len(names)
+        for name in names[shift:] + names[:shift]:
+            session = KernelSession(KERNELS[name].kernelspec, cwd)
+            try:
+                samples[name].append(session.start())
+            finally:
+                session.shutdown()
+    return samples
+
+
+def ratios(settings: figures.Settings, cwd: str, kernel_names: tuple = KERNEL_NAMES) -> dict:
+    names = list(kernel_names)
+    for name in names:
+        if KERNELS[name].ensure_installed is not None:
+            KERNELS[name].ensure_installed()
+    starts = alternating_starts(names, settings.starts, cwd)
+    sessions = {name: KernelSession(KERNELS[name].kernelspec, cwd) for name in names}
+    try:
+        for session in sessions.values():
+            session.start()
+        # One trivial cell per kernel language: each kernel runs its own.
+        cells: dict[str, list[float]] = {name: [] for name in names}
+        for _ in range(settings.trivial_warmup):
+            for name, session in sessions.items():
+                session.execute(KERNELS[name].snippets.trivial, settings.cell_timeout)
+        for i in range(settings.trivial_runs):
+            order = names if i % 2 == 0 else names[::-1]
+            for name in order:
+                ex = sessions[name].execute(KERNELS[name].snippets.trivial, settings.cell_timeout)
+                figures._expect_ok(ex, "trivial cell")
+                cells[name].append(ex.elapsed * 1000)
+    finally:
+        for session in sessions.values():
+            session.shutdown()
+    result = {name: {"start_median_s": statistics.median(starts[name]), "start_samples_s": starts[name],
+                     "cell_median_ms": statistics.median(cells[name])} for name in names}
+    shell = result["shell"]
+    for base in names[1:]:
+        shell[f"start_ratio_vs_{base}"] = shell["start_median_s"] / result[base]["start_median_s"]
+        shell[f"cell_ratio_vs_{base}"] = shell["cell_median_ms"] / result[base]["cell_median_ms"]
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument("--cells", type=int, default=200)
+    args = parser.parse_args()
+    settings = figures.Settings(starts=args.starts, trivial_runs=args.cells)
+    with tempfile.TemporaryDirectory() as cwd:
+        try:
+            result = ratios(settings, cwd)
+        finally:
+            shutdown_all()
+    for name, fig in result.items():
+        print(f"{KERNELS[name].label:14} start {fig['start_median_s']:.3f} s  "
+              f"cell {fig['cell_median_ms']:.2f} ms")
+    shell = result["shell"]
+    for base in KERNEL_NAMES[1:]:
+        print(f"shell_kernel / {KERNELS[base].label}: start {shell[f'start_ratio_vs_{base}']:.2f}x, "
+              f"cell {shell[f'cell_ratio_vs_{base}']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,176 @@
+"""The package's shape: no import cycles, no module over MAX_LINES, and the
+JupyterLab extension's cell record matches the Python one. Pure reading of
+the source (ast, the TypeScript text): no kernel, no shell."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+from shell_kernel.results import reply_metadata
+from shell_kernel.session import CellRecord
+
+PACKAGE = Path(__file__).resolve().parents[2] / "shell_kernel"
+MAX_LINES = 600
+
+
+def modules() -> dict[str, Path]:
+    """Every Python module of shell_kernel by dotted name (the lab's build tree aside)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if "lab" in parts or "node_modules" in parts:
+            continue
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The shell_kernel modules that module `name` imports, at module level, in
+    a function or for type checking only (a cycle of types is a cycle of the
+    design all the same), relative imports resolved; importing a.b.c imports
+    a.b too."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+            continue
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            origin = ".".join(base + ([node.module] if node.module else []))
+        else:
+            origin = node.module or ""
+        targets.add(origin)
+        targets.update(f"{origin}.{alias.name}" for alias in node.names)
+    edges = set()
+    for target in targets:
+        parts = target.split(".")
+        for end in range(1, len(parts) + 1):  # the packages on the way are imported too
+            prefix = ".".join(parts[:end])
+            if prefix in known and prefix != name:
+                edges.add(prefix)
+    return edges
+
+
+def import_graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports_of(name, path, set(found)) for name, path in found.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (as a path that returns to its start) per strongly connected
+    component of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_cycle_in(graph, component) for component in components]
+
+
+def _cycle_in(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest path from the component's first module back to itself."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(graph[node] & component):
+                if nxt == start:
+                    return paths[node] + [start]
+                if nxt not in paths:
+                    paths[nxt] = paths[node] + [nxt]
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"no cycle in component {component}")
+
+
+def test_the_cycle_finder_names_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_relative_imports_are_resolved(tmp_path):
+    module = tmp_path / "mod.py"
+    module.write_text("from . import x\nfrom .y import z\nfrom ..w import v\n"
+                      "def f():\n    from .q import r\n"
+                      "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .t import u\n")
+    known = {"p", "p.s", "p.s.x", "p.s.y", "p.w", "p.s.q", "p.s.t", "p.s.mod"}
+    assert imports_of("p.s.mod", module, known) == {"p", "p.s", "p.s.x", "p.s.y", "p.w", "p.s.q",
+                                                    "p.s.t"}
+
+
+def test_shell_kernel_has_no_import_cycle():
+    graph = import_graph()
+    assert "shell_kernel.kernel" in graph and graph["shell_kernel.kernel"]  # the graph is real
+    found = cycles(graph)
+    assert found == [], "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in found)
+
+
+def test_no_module_is_over_the_line_limit():
+    too_long = {name: len(path.read_text().splitlines()) for name, path in modules().items()}
+    too_long = {name: lines for name, lines in too_long.items() if lines > MAX_LINES}
+    assert too_long == {}, f"modules over {MAX_LINES} lines: {too_long}"
+
+
+# Keys that the kernel adds to reply_metadata's (kernel.py: finish_metadata's
+# host, and the session of a cell that a named session runs on).
+KERNEL_KEYS = {"host", "session"}
+
+
+def typescript_interface_keys(source: str, interface: str) -> set[str]:
+    body = re.search(r"interface\s+%s\s*\{(.*?)\n\}" % interface, source, re.S)
+    assert body, f"no interface {interface}"
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", body.group(1), flags=re.S)
+    return set(re.findall(r"^\s*(\w+)\??\s*:", text, re.M))
+
+
+def every_field_set() -> CellRecord:
+    """A CellRecord with each optional field given (a value of its type)."""
+    values = {}
+    for field in dataclasses.fields(CellRecord):
+        kind = str(field.type)
+        values[field.name] = (True if "bool" in kind else 3 if "int" in kind
+                              else 1.5 if "float" in kind else "text")
+    return CellRecord(**values)
+
+
+def test_the_extensions_cell_record_has_the_keys_the_kernel_sends():
+    ts = typescript_interface_keys((PACKAGE / "lab" / "src" / "status.ts").read_text(), "ICellRecord")
+    assert "exit_code" in ts  # the parse works
+    assert ts == set(reply_metadata(every_field_set())) | KERNEL_KEYS
