@@ -23,7 +23,7 @@ import paramiko
 from . import (Backend, BackendError, ExitCallback, OutputCallback, SessionGone, SessionTaken,
                ShellExit, SideResult, Terminal, describe_error, start_reader)
 from .. import named_sessions
-from ..shell import script
+from ..shell import host_words, script
 from . import known_hosts
 from .proxy_command import ProxyCommandSocket
 from .ssh_terminal import SSHTerminal
@@ -312,7 +312,7 @@ class SSHBackend(Backend):
                     self._open_relay()
             else:
                 channel = self.transport.open_session(timeout=CONNECT_TIMEOUT)
-                channel.exec_command("exec " + shlex.join(self._bash_argv))
+                channel.exec_command("exec " + shlex.join([*host_words(), *self._bash_argv]))
                 self._start_reader(channel)
                 if self._side_channel_early:
                     # Ready before the first interrupt needs it (its login costs
@@ -325,7 +325,8 @@ class SSHBackend(Backend):
 
     def open_terminal(self, script: str, args: list[str],
                       on_output: Callable[[bytes], None]) -> Terminal:
-        return SSHTerminal(self.transport, [self._bash_argv[0], "-c", script, "shell_kernel", *args],
+        return SSHTerminal(self.transport, [*host_words(), self._bash_argv[0], "-c", script,
+                                            "shell_kernel", *args],
                            on_output, CONNECT_TIMEOUT)
 
     def open_connection(self) -> None:
@@ -730,7 +731,7 @@ class _RelayHeaders:
 def _command(*words: str) -> bytes:
     """A command line for the remote shell; words may hold any byte (str
     with surrogate escapes, like the host's paths read back from it)."""
-    return shlex.join(words).encode("utf-8", "surrogateescape")
+    return shlex.join([*host_words(), *words]).encode("utf-8", "surrogateescape")
 
 
 def _last_line(text: str) -> str:

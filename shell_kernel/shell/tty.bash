@@ -70,7 +70,7 @@ __shell_kernel_check_ttys() {
   for pid in "${__shell_kernel_tty_holders[@]}"; do
     builtin kill -0 "$pid" 2>/dev/null || alive=
     # A killed `script` leaves its holder a zombie (Linux shows it).
-    if [[ -r /proc/$pid/stat ]] && IFS= builtin read -r stat < "/proc/$pid/stat" 2>/dev/null \
+    if [[ -z ${SHELL_KERNEL_NO_PROC-} && -r /proc/$pid/stat ]] && IFS= builtin read -r stat < "/proc/$pid/stat" 2>/dev/null \
         && [[ ${stat##*) } == Z* ]]; then alive=; fi
   done
   if [[ -n $alive ]]; then builtin return 0; fi
