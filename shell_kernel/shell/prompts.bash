@@ -30,7 +30,7 @@
 # with descriptor 0 this terminal (ssh to an interactive shell; in line mode
 # that is a program merely waiting, e.g. ssh running a quiet command). Only the shell's process tree is looked at, and only
 # while the shell runs a cell, so cells that never read cost nothing.
-# Linux only (/proc); elsewhere it reports nothing and cells get end-of-file.
+# With /proc (Linux) as above; elsewhere through ps (see "portable" below).
 
 shell=$1 dir=$2
 umask 077  # its files in the state directory are private, like the shell's
@@ -56,7 +56,9 @@ if [[ -n $dir ]]; then
     && chmod 700 "$dir/sk-askpass.$$" && mv -f "$dir/sk-askpass.$$" "$dir/sk-askpass"
 fi
 builtin printf '\036\037%s\037tty\037%s\037\036\n' "$token" "$tty"
-[[ -r /proc/$shell/syscall ]] || exec sleep 2147483647  # no /proc: keep the terminal, report nothing
+# Without /proc (the BSDs, macOS; SHELL_KERNEL_NO_PROC on Linux): ps, see below.
+portable=
+if [[ -n ${SHELL_KERNEL_NO_PROC-} || ! -r /proc/$shell/syscall ]]; then portable=yes; fi
 
 # System call numbers of read, readv, pread64; of select/pselect6 (whose
 # first argument, the highest descriptor + 1, is 0x1 when only 0 is
@@ -137,13 +139,19 @@ report() {
   case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 keys=$asked ;; esac
   case $modes in *[[:space:]]-icrnl[[:space:]]*) keys=0 ;; esac
   if [[ -n $keys_only && $lines == 1 ]]; then builtin return 2; fi
-  builtin read -r name < "/proc/$pid/comm"
-  builtin read -r stat < "/proc/$pid/stat"
-  stat=${stat##*) }  # after the name, which may hold spaces and parentheses
-  ppid=${stat#* }; ppid=${ppid%% *}
-  builtin read -r parent < "/proc/$ppid/comm"
+  if [[ -n $portable ]]; then
+    names "$pid"
+  else
+    builtin read -r name < "/proc/$pid/comm"
+    builtin read -r stat < "/proc/$pid/stat"
+    stat=${stat##*) }  # after the name, which may hold spaces and parentheses
+    ppid=${stat#* }; ppid=${ppid%% *}
+    builtin read -r parent < "/proc/$ppid/comm"
+  fi
   marked=1
+  if [[ -n $portable ]]; then marked=0; fi  # no way into the shell's descriptors
   for fd in 61 62; do
+    if [[ -n $portable ]]; then break; fi
     builtin printf '\036\037%s\037barrier\037read.%s.%s\037\036' "$token" "$pid" "$reads_done" \
       2>/dev/null > "/proc/$shell/fd/$fd" || marked=0
   done
@@ -167,9 +175,71 @@ discard() {
   done
 }
 
+# The portable detector: ps's wait channels, where a process blocked in a
+# read of a terminal shows as ttyin (BSD, macOS) or n_tty_read / wait_woken
+# (Linux), and one in select or poll as such. Which terminal, and which
+# descriptor, ps does not say: a read of a terminal by the shell's tree is
+# taken for one of this terminal (the cells' standard input, and no cell has
+# a controlling terminal to read), select in the shell itself for bash's
+# read -t, and select or poll elsewhere for a program of keys. Reads are
+# told apart by the kernel's answers: after each one it changes the
+# terminal's size in pixels (which nothing reads), and the SIGWINCH counts.
+# A cell that runs costs a ps and an awk every 0.15 s; between cells, only two reads of files session.bash writes
+# ($dir/cell when a cell starts, $dir/status when it ends).
+answers=0
+if [[ -n $portable ]]; then
+  trap 'answers=$(( answers + 1 ))' WINCH
+  shell_alive() { builtin kill -0 "$shell" 2>/dev/null; }
+  # Reading the terminal still (else its read is over, and what it left may go).
+  still_reading() { builtin kill -0 "$1" 2>/dev/null; }
+  shell_idle() {
+    local started= ended=
+    [[ -n $dir ]] || builtin return 1
+    { builtin read -r started < "$dir/cell" && builtin read -r ended < "$dir/status"; } 2>/dev/null
+    [[ -z $started ]] || (( ${started:-0} <= ${ended:-0} ))
+  }
+  # Sets $tree to the waiting processes of the shell's tree, $waits to
+  # " pid:read" or " pid:select" for each.
+  collect_tree() {
+    local pid kind
+    tree= waits=" "
+    while builtin read -r pid kind; do
+      tree+=" $pid" waits+="$pid:$kind "
+    done < <(LC_ALL=C ps -A -o pid= -o ppid= -o wchan= 2>/dev/null | awk -v shell="$shell" '
+      { parent[$1] = $2; wchan[$1] = $3 }
+      END {
+        for (p in parent) {
+          for (q = p; q != "" && q != shell && q > 1 && hops++ < 128; q = parent[q]) ;
+          hops = 0
+          if (q != shell) continue
+          w = wchan[p]
+          if (w ~ /^(ttyin|ttyrd|n_tty_read|wait_woken)$/) print p, "read"
+          else if (w ~ /select|poll|kqread|epoll/) print p, "select"
+        } }')
+  }
+  waiting() {
+    local pid=$1 kind
+    kind=${waits#* $pid:}; kind=${kind%% *}
+    # Typed input not yet taken: the answer is on its way to a read ending.
+    if (( BASH_VERSINFO[0] >= 4 )) && builtin read -r -t 0 -u 8; then builtin return 1; fi
+    keys_only= asked=1 reads_done=$answers
+    if [[ $kind == select && $pid != "$shell" ]]; then keys_only=yes; fi
+  }
+  # Sets $name and $parent, PID's command name and its parent's.
+  names() {
+    local ppid
+    IFS=' ' builtin read -r ppid name < <(LC_ALL=C ps -o ppid= -o comm= -p "$1" 2>/dev/null)
+    IFS=' ' builtin read -r parent < <(LC_ALL=C ps -o comm= -p "${ppid:-1}" 2>/dev/null)
+    name=${name##*/} parent=${parent##*/}  # (macOS: the executable's path)
+  }
+else
+  shell_alive() { [[ -e /proc/$shell ]]; }
+  still_reading() { [[ /proc/$1/fd/0 -ef $tty ]]; }
+fi
+
 reported=()  # "pid:reads" of the reads reported and not yet over
 waiters=" "  # "pid:reads" of processes found merely waiting (line mode), not reported
-while [[ -e /proc/$shell ]]; do
+while shell_alive; do
   still=()
   if ! shell_idle; then
     collect_tree
@@ -194,10 +264,12 @@ while [[ -e /proc/$shell ]]; do
     if [[ " ${still[*]} " != *" $key "* ]]; then
       builtin printf '\036\037%s\037done\037%s\037%s\037\036\n' "$token" "${key%:*}" "${key#*:}" \
         || exit 0
-      [[ /proc/${key%:*}/fd/0 -ef $tty ]] || over=yes
+      still_reading "${key%:*}" || over=yes
     fi
   done
   reported=("${still[@]}")
   if [[ -n $over ]] && (( ! ${#reported[@]} )); then discard; fi
-  if (( ${#reported[@]} )) || ! shell_idle; then pause 0.05; else pause 0.2; fi
+  if [[ -n $portable ]]; then
+    if (( ${#reported[@]} )); then pause 0.1; elif ! shell_idle; then pause 0.15; else pause 0.2; fi
+  elif (( ${#reported[@]} )) || ! shell_idle; then pause 0.05; else pause 0.2; fi
 done

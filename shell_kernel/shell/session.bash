@@ -66,6 +66,13 @@ if [[ -n $__shell_kernel_dir ]]; then
   fi
 fi
 
+# Where the prompt watcher has no /proc to see the shell wait for commands
+# (prompts.bash), each cell's sequence number goes to $dir/cell as it starts.
+__shell_kernel_cells=
+if [[ -n $__shell_kernel_dir && ! -r $__shell_kernel_proc/syscall ]]; then
+  __shell_kernel_cells=$__shell_kernel_dir/cell
+fi
+
 # The prompt machinery is useless without a terminal and would only cost
 # time (a PS1 with $(git ...) forks twice per cell).
 PS1= PS2= PS0= PS4='+ '
@@ -228,6 +235,9 @@ __shell_kernel_failure() {
 __shell_kernel_resume() {
   __shell_kernel_line=${BASH_LINENO[0]}  # the eval's line: cell lines count from it
   __shell_kernel_running=yes  # see the trap on URG
+  if [[ -n $__shell_kernel_cells ]]; then
+    { builtin printf '%s\n' "${1-}" >| "$__shell_kernel_cells"; } 2>/dev/null || builtin true
+  fi
   if [[ -n ${1-} && -n ${__shell_kernel_named-} ]]; then
     { builtin printf '%s %(%s)T\n' "$1" -1 >| "$__shell_kernel_dir/started"; } 2>/dev/null || builtin true
   fi
