@@ -192,29 +192,37 @@ if [[ -n $portable ]]; then
   shell_alive() { builtin kill -0 "$shell" 2>/dev/null; }
   # Reading the terminal still (else its read is over, and what it left may go).
   still_reading() { builtin kill -0 "$1" 2>/dev/null; }
+  # A new cell counts as an answer too: the shell's read in the next cell is another read.
+  cell_seen=
   shell_idle() {
     local started= ended=
     [[ -n $dir ]] || builtin return 1
     { builtin read -r started < "$dir/cell" && builtin read -r ended < "$dir/status"; } 2>/dev/null
+    if [[ $started != "$cell_seen" ]]; then cell_seen=$started answers=$(( answers + 1 )); fi
     [[ -z $started ]] || (( ${started:-0} <= ${ended:-0} ))
   }
   # Sets $tree to the waiting processes of the shell's tree, $waits to
-  # " pid:read" or " pid:select" for each.
+  # " pid:read" or " pid:select" for each, and $names to " pid:NAME/PARENT"
+  # (command names, which may hold spaces: ps prints comm last). ps cuts a
+  # wait channel that is not its last column to a few letters (procps: 6).
   collect_tree() {
-    local pid kind
-    tree= waits=" "
-    while builtin read -r pid kind; do
-      tree+=" $pid" waits+="$pid:$kind "
-    done < <(LC_ALL=C ps -A -o pid= -o ppid= -o wchan= 2>/dev/null | awk -v shell="$shell" '
-      { parent[$1] = $2; wchan[$1] = $3 }
+    local pid kind names_of
+    tree= waits=" " names=$'\n'
+    while IFS=' ' builtin read -r pid kind names_of; do
+      tree+=" $pid" waits+="$pid:$kind " names+="$pid:$names_of"$'\n'
+    done < <(LC_ALL=C ps -A -o pid= -o ppid= -o wchan= -o comm= 2>/dev/null | awk -v shell="$shell" '
+      { parent[$1] = $2; wchan[$1] = $3; name = $0
+        sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ /, "", name); sub(/.*\//, "", name); comm[$1] = name }
       END {
         for (p in parent) {
           for (q = p; q != "" && q != shell && q > 1 && hops++ < 128; q = parent[q]) ;
           hops = 0
           if (q != shell) continue
           w = wchan[p]
-          if (w ~ /^(ttyin|ttyrd|n_tty_read|wait_woken)$/) print p, "read"
-          else if (w ~ /select|poll|kqread|epoll/) print p, "select"
+          if (w ~ /^(ttyin|ttyrd|n_tty_|wait_w)/) kind = "read"
+          else if (w ~ /^(select|poll|kqread|do_sel|do_sys|poll_s|core_s|ep_pol|do_epo)/) kind = "select"
+          else continue
+          print p, kind, comm[p] "/" comm[parent[p]]
         } }')
   }
   waiting() {
@@ -225,12 +233,12 @@ if [[ -n $portable ]]; then
     keys_only= asked=1 reads_done=$answers
     if [[ $kind == select && $pid != "$shell" ]]; then keys_only=yes; fi
   }
-  # Sets $name and $parent, PID's command name and its parent's.
+  # Sets $name and $parent, PID's command name and its parent's (macOS
+  # prints the executable's path: its last part).
   names() {
-    local ppid
-    IFS=' ' builtin read -r ppid name < <(LC_ALL=C ps -o ppid= -o comm= -p "$1" 2>/dev/null)
-    IFS=' ' builtin read -r parent < <(LC_ALL=C ps -o comm= -p "${ppid:-1}" 2>/dev/null)
-    name=${name##*/} parent=${parent##*/}  # (macOS: the executable's path)
+    local both=${names#*$'\n'"$1":}
+    both=${both%%$'\n'*}
+    name=${both%/*} parent=${both##*/}
   }
 else
   shell_alive() { [[ -e /proc/$shell ]]; }
@@ -241,6 +249,8 @@ reported=()  # "pid:reads" of the reads reported and not yet over
 waiters=" "  # "pid:reads" of processes found merely waiting (line mode), not reported
 while shell_alive; do
   still=()
+  # Without /proc a wait does not change while it waits: look again each time.
+  if [[ -n $portable ]]; then waiters=" "; fi
   if ! shell_idle; then
     collect_tree
     for pid in $tree; do
