@@ -133,7 +133,7 @@ waiting() {
 # per read). With KEYS_ONLY, only if the terminal is in key mode (else
 # returns 2).
 report() {
-  local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd
+  local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd fifo
   modes=" $(stty -a < "$tty") "
   case $modes in *[[:space:]]-echo[[:space:]]*) echo=0 ;; esac
   case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 keys=$asked ;; esac
@@ -149,9 +149,17 @@ report() {
     builtin read -r parent < "/proc/$ppid/comm"
   fi
   marked=1
-  if [[ -n $portable ]]; then marked=0; fi  # no way into the shell's descriptors
   for fd in 61 62; do
-    if [[ -n $portable ]]; then break; fi
+    if [[ -n $portable ]]; then
+      # No way into the shell's descriptors, but a durable session's go to
+      # the FIFOs of its spool (opened read-write: that never blocks).
+      fifo=$dir/out.fifo
+      if [[ $fd == 62 ]]; then fifo=$dir/err.fifo; fi
+      if [[ -z $dir || ! -p $fifo ]]; then marked=0; break; fi
+      builtin printf '\036\037%s\037barrier\037read.%s.%s\037\036' "$token" "$pid" "$reads_done" \
+        2>/dev/null 1<> "$fifo" || marked=0
+      continue
+    fi
     builtin printf '\036\037%s\037barrier\037read.%s.%s\037\036' "$token" "$pid" "$reads_done" \
       2>/dev/null > "/proc/$shell/fd/$fd" || marked=0
   done
