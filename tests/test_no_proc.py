@@ -88,3 +88,17 @@ def test_the_kernel_passes_the_switch_to_its_shell(backend, start_kernel, ssh_ke
     record = kernel.ok('cat "$__shell_kernel_dir/shell.start"; echo "$$"').split("\n")
     assert PS_RECORD.match(record[0]), record
     assert record[0].split()[0] == record[1]
+
+
+@pytest.mark.parametrize("no_proc", [False, True], ids=["/proc", "no /proc"])
+def test_answers_are_counted_without_changing_the_terminals_rows_or_columns(
+        no_proc, start_kernel):
+    """The kernel tells the watcher of each answer by the terminal's size in
+    pixels: the rows and columns that programs read stay what they were, and
+    three reads in a row by one process are three prompts."""
+    kernel = start_kernel(**({shell.NO_PROC: "1"} if no_proc else {}))
+    size = kernel.ok("stty size")
+    execution = kernel.answering("read a; read b; read c; echo \"$a$b$c\"; stty size",
+                                 ["1", "2", "3"])
+    assert len(execution.prompts) == 3
+    assert execution.stdout == "123\n" + size
