@@ -167,6 +167,7 @@ class InputTerminal:
     def answer(self, answer: str | None, keys: int = 0) -> None:
         try:
             self._terminal.write(answer_bytes(answer, keys))
+            self._terminal.answered()  # after: the read it answers is over by then
         except BackendError as err:
             log.info("could not deliver an answer: %s", err)
 

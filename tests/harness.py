@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import queue
 import re
+import subprocess
 import time
 from dataclasses import dataclass, field
 
 from jupyter_client import KernelManager
+
+from shell_kernel.shell import script
 
 
 @dataclass
@@ -211,3 +214,16 @@ def wait_until(predicate, timeout: float = 10, interval: float = 0.05) -> bool:
             return True
         time.sleep(interval)
     return predicate()
+
+
+def start_record(pid: int, same: bool) -> str:
+    """The START a record of process pid holds (as shell/pids.sh tells it:
+    from /proc, or from ps under SHELL_KERNEL_NO_PROC), or, not same, one of
+    another process that had the pid (a start a tick earlier; with ps, the
+    same start in another group)."""
+    start = subprocess.run(["sh", "-c", script("pids.sh") + f"pid_start {pid}"],
+                           capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    assert start, f"no start for {pid}"
+    if same:
+        return start
+    return str(int(start) - 1) if start.isdigit() else "1" + start

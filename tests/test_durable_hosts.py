@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import install_spec, kernel_env
-from harness import KernelHarness, pids_matching, wait_until
+from harness import KernelHarness, pids_matching, start_record, wait_until
 from shell_kernel.backends import durable, ssh
 from shell_kernel.backends.ssh_target import resolve
 from shell_kernel.testing.sshd import SSHServer, setenv_config
@@ -285,10 +285,6 @@ def test_a_durable_start_that_fails_removes_what_it_launched(host, tmp_path):
 
 
 # ------------------------------------------------- what a lost host left behind
-def proc_start(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
-
-
 def test_the_next_session_removes_only_state_directories_proved_dead(host, tmp_path):
     """A host down for longer than the kernel's 5 s of retries keeps the lost
     shell's state directory. The next session there removes this user's
@@ -298,8 +294,8 @@ def test_the_next_session_removes_only_state_directories_proved_dead(host, tmp_p
     tmpdir.mkdir()
     alive = subprocess.Popen(["sleep", "1000.941"])
     try:
-        me, start = alive.pid, proc_start(alive.pid)
-        reused = f"{me} {int(start) - 1}\n"  # the pid now names another process
+        me, start = alive.pid, start_record(alive.pid, same=True)
+        reused = f"{me} {start_record(me, same=False)}\n"  # the pid now names another process
         gone = f"999999999 {start}\n"  # no such process
         layouts = {  # name: ({record: text}, removed)
             "shell_kernel.lost-shell": ({"shell.start": reused}, True),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import pids_matching, wait_until
+from harness import pids_matching, start_record, wait_until
 from test_interrupt import interrupt_after
 
 NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"
@@ -299,9 +299,7 @@ def test_reap_all_spares_a_process_that_took_a_gone_shells_pid(tmp_path, same_sh
     state.mkdir(mode=0o700)
     try:
         assert wait_until(lambda: pids_matching("1000.931"), timeout=10)
-        start = Path(f"/proc/{holder.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
-        recorded = start if same_shell else str(int(start) - 1)
-        (state / "shell.start").write_text(f"{holder.pid} {recorded}\n")
+        (state / "shell.start").write_text(f"{holder.pid} {start_record(holder.pid, same_shell)}\n")
         subprocess.run(["sh", str(reap), "all", "-", str(holder.pid), str(state)],
                        capture_output=True, text=True, timeout=20, check=True)
         assert not state.exists()
@@ -331,9 +329,7 @@ def test_reap_cell_signals_only_the_recorded_shells_tree(tmp_path, same_shell, s
     state.mkdir(mode=0o700)
     try:
         assert wait_until(lambda: pids_matching("1000.951"), timeout=10)
-        start = Path(f"/proc/{holder.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
-        recorded = start if same_shell else str(int(start) - 1)
-        (state / "shell.start").write_text(f"{holder.pid} {recorded}\n")
+        (state / "shell.start").write_text(f"{holder.pid} {start_record(holder.pid, same_shell)}\n")
         subprocess.run(["sh", str(reap), "cell", signal_name, str(holder.pid), str(state)],
                        capture_output=True, text=True, timeout=20, check=True)
         if same_shell:

@@ -196,6 +196,12 @@ class Terminal(abc.ABC):
     def close(self) -> None:
         """Hang the terminal up (its script then ends); idempotent."""
 
+    def answered(self) -> None:
+        """Say that an answer went in: the window's size in pixels changes
+        (its rows and columns, which programs read, stay), which sends the
+        script SIGWINCH. prompts.bash without /proc counts them to tell one
+        read from the next. Raises BackendError when the terminal is gone."""
+
 
 def start_reader(name: str, loop: Callable[[], None], on_crash: Callable[[Exception], None]
                  ) -> threading.Thread:

@@ -10,12 +10,11 @@ named by the transport) delivers output and reports the end.
 
 from __future__ import annotations
 
-import shlex
 import threading
 
 from . import (BackendError, ExitCallback, OutputCallback, ShellExit, Started, describe_error,
                start_reader)
-from .channels import Channel, Channels
+from .channels import Channel, Channels, command
 
 
 class ChannelShell:
@@ -102,7 +101,7 @@ class DirectShell(ChannelShell):
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> Started:
         """Raises OSError (or BackendError) when the channel cannot be opened."""
         self._on_output, self._on_exit = on_output, on_exit
-        channel = self._channels.open(("exec " + shlex.join(self._bash_argv)).encode())
+        channel = self._channels.open(b"exec " + command(*self._bash_argv))
         self._read(channel, self._deliver)
         return Started()
 

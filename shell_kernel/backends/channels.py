@@ -15,6 +15,7 @@ import time
 from typing import Callable, NamedTuple, Protocol
 
 from . import BackendError, SideResult
+from ..shell import host_words
 
 
 class ChannelExit(NamedTuple):
@@ -67,8 +68,9 @@ class Channels(Protocol):
 
 def command(*words: str) -> bytes:
     """A command line for the host's shell; words may hold any byte (str
-    with surrogate escapes, like the host's paths read back from it)."""
-    return shlex.join(words).encode("utf-8", "surrogateescape")
+    with surrogate escapes, like the host's paths read back from it). The
+    no-/proc switch goes first (see shell.host_words)."""
+    return shlex.join([*host_words(), *words]).encode("utf-8", "surrogateescape")
 
 
 def last_line(text: str) -> str:
@@ -95,7 +97,7 @@ class SideShell:
             if self._channel is not None and not self._channel.closed:
                 return
             try:
-                channel = self._open_channel(b"exec sh")
+                channel = self._open_channel(b"exec " + command("sh"))
             except OSError as err:
                 raise BackendError(f"could not open a side channel: {err}") from err
             # Whatever the login shell's rc files print arrives before this answer.

@@ -6,6 +6,7 @@ import fcntl
 import os
 import select
 import signal
+import struct
 import subprocess
 import termios
 import threading
@@ -73,6 +74,18 @@ class LocalTerminal(Terminal):
             try:
                 while data:
                     data = data[os.write(self._master, data):]
+            except OSError as err:
+                raise BackendError(f"the terminal is gone ({describe_error(err)})") from err
+
+    def answered(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise BackendError("the terminal is gone")
+            try:
+                size = fcntl.ioctl(self._master, termios.TIOCGWINSZ, bytes(8))
+                rows, columns, x_pixels, y_pixels = struct.unpack("HHHH", size)
+                fcntl.ioctl(self._master, termios.TIOCSWINSZ, struct.pack(
+                    "HHHH", rows, columns, (x_pixels + 1) % 65536, y_pixels))
             except OSError as err:
                 raise BackendError(f"the terminal is gone ({describe_error(err)})") from err
 

@@ -27,6 +27,7 @@ from .channels import ChannelExit, SideShell
 from .durable import DurableShell
 from .ssh_connect import CONNECT_TIMEOUT, connect, record_exit_signals
 from .ssh_target import SSHTarget
+from ..shell import host_words
 from .ssh_terminal import SSHTerminal
 
 __all__ = ["SSHBackend", "connect", "CONNECT_TIMEOUT"]
@@ -169,7 +170,8 @@ class SSHBackend(ChannelBackend):
 
     def open_terminal(self, script: str, args: list[str],
                       on_output: Callable[[bytes], None]) -> Terminal:
-        return SSHTerminal(self.transport, [self._bash_argv[0], "-c", script, "shell_kernel", *args],
+        return SSHTerminal(self.transport, [*host_words(), self._bash_argv[0], "-c", script,
+                                            "shell_kernel", *args],
                            on_output, CONNECT_TIMEOUT)
 
     def _connect(self) -> None:

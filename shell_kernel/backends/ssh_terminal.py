@@ -11,6 +11,7 @@ import paramiko
 from . import BackendError, Terminal, describe_error, start_reader
 
 READ_SIZE = 4096
+COLUMNS, ROWS = 80, 24
 
 
 class SSHTerminal(Terminal):
@@ -21,11 +22,12 @@ class SSHTerminal(Terminal):
                  on_output: Callable[[bytes], None], timeout: float):
         try:
             self._channel = transport.open_session(timeout=timeout)
-            self._channel.get_pty(term="dumb", width=80, height=24)
+            self._channel.get_pty(term="dumb", width=COLUMNS, height=ROWS)
             self._channel.exec_command(shlex.join(argv).encode("utf-8", "surrogateescape"))
         except (paramiko.SSHException, OSError) as err:
             raise BackendError(f"could not open a terminal on the host: {err}") from err
         self._lock = threading.Lock()
+        self._answers = 0
         start_reader("shell-kernel-ssh-terminal", lambda: self._read_loop(on_output),
                      lambda err: on_output(b""))
 
@@ -43,6 +45,14 @@ class SSHTerminal(Terminal):
         with self._lock:
             try:
                 self._channel.sendall(data)
+            except (paramiko.SSHException, OSError) as err:
+                raise BackendError(f"the terminal is gone ({describe_error(err)})") from err
+
+    def answered(self) -> None:
+        with self._lock:
+            self._answers = (self._answers + 1) % 65536
+            try:
+                self._channel.resize_pty(COLUMNS, ROWS, width_pixels=self._answers)
             except (paramiko.SSHException, OSError) as err:
                 raise BackendError(f"the terminal is gone ({describe_error(err)})") from err
 

@@ -1,6 +1,21 @@
 """Shell code that the kernel runs in (session.bash) and beside (the .sh files) the shell."""
 
+import os
 from importlib import resources
+
+#: Set (to anything) in the kernel's environment, it makes every script and
+#: the session's bash code do as on a host without /proc (see pids.sh): how
+#: the portable paths are tested on Linux. A local shell inherits it; on an
+#: SSH host, host_words() puts it in each command's environment.
+NO_PROC = "SHELL_KERNEL_NO_PROC"
+
+
+def host_words() -> list[str]:
+    """The words that go before every command the kernel runs on an SSH host
+    (`env SHELL_KERNEL_NO_PROC=...` when the switch is on, else none): `env`
+    works whatever the user's login shell is."""
+    value = os.environ.get(NO_PROC)
+    return ["env", f"{NO_PROC}={value}"] if value else []
 
 
 def script(name: str) -> str:

@@ -138,11 +138,13 @@ launch() {
 # zombie its wrapper has not reaped yet: the wrapper alone outlives it briefly.
 shell_ended() {
   { read -r _ && read -r s; } 2>/dev/null < "$dir/shell" || return 1
-  if read -r line 2>/dev/null < "/proc/$s/stat"; then
+  if procfs; then
+    read -r line 2>/dev/null < "/proc/$s/stat" || return 0
     line=${line##*) }
     [ "${line%% *}" = Z ]
     return
   fi
+  case $(ps -o stat= -p "$s" 2>/dev/null) in Z*) return 0 ;; esac
   ! pid_alive "$dir/shell.start"
 }
 

@@ -30,7 +30,7 @@
 # with descriptor 0 this terminal (ssh to an interactive shell; in line mode
 # that is a program merely waiting, e.g. ssh running a quiet command). Only the shell's process tree is looked at, and only
 # while the shell runs a cell, so cells that never read cost nothing.
-# Linux only (/proc); elsewhere it reports nothing and cells get end-of-file.
+# With /proc (Linux) as above; elsewhere through ps (see "portable" below).
 
 #include frame.bash
 
@@ -58,7 +58,9 @@ if [[ -n $dir ]]; then
     && chmod 700 "$dir/sk-askpass.$$" && mv -f "$dir/sk-askpass.$$" "$dir/sk-askpass"
 fi
 __shell_kernel_frame -l "$token" tty "$tty"
-[[ -r /proc/$shell/syscall ]] || exec sleep 2147483647  # no /proc: keep the terminal, report nothing
+# Without /proc (the BSDs, macOS; SHELL_KERNEL_NO_PROC on Linux): ps, see below.
+portable=
+if [[ -n ${SHELL_KERNEL_NO_PROC-} || ! -r /proc/$shell/syscall ]]; then portable=yes; fi
 
 # System call numbers of read, readv, pread64; of select/pselect6 (whose
 # first argument, the highest descriptor + 1, is 0x1 when only 0 is
@@ -133,19 +135,33 @@ waiting() {
 # per read). With KEYS_ONLY, only if the terminal is in key mode (else
 # returns 2).
 report() {
-  local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd
+  local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd fifo
   modes=" $(stty -a < "$tty") "
   case $modes in *[[:space:]]-echo[[:space:]]*) echo=0 ;; esac
   case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 keys=$asked ;; esac
   case $modes in *[[:space:]]-icrnl[[:space:]]*) keys=0 ;; esac
   if [[ -n $keys_only && $lines == 1 ]]; then builtin return 2; fi
-  builtin read -r name < "/proc/$pid/comm"
-  builtin read -r stat < "/proc/$pid/stat"
-  stat=${stat##*) }  # after the name, which may hold spaces and parentheses
-  ppid=${stat#* }; ppid=${ppid%% *}
-  builtin read -r parent < "/proc/$ppid/comm"
+  if [[ -n $portable ]]; then
+    names "$pid"
+  else
+    builtin read -r name < "/proc/$pid/comm"
+    builtin read -r stat < "/proc/$pid/stat"
+    stat=${stat##*) }  # after the name, which may hold spaces and parentheses
+    ppid=${stat#* }; ppid=${ppid%% *}
+    builtin read -r parent < "/proc/$ppid/comm"
+  fi
   marked=1
   for fd in 61 62; do
+    if [[ -n $portable ]]; then
+      # No way into the shell's descriptors, but a durable session's go to
+      # the FIFOs of its spool (opened read-write: that never blocks).
+      fifo=$dir/out.fifo
+      if [[ $fd == 62 ]]; then fifo=$dir/err.fifo; fi
+      if [[ -z $dir || ! -p $fifo ]]; then marked=0; break; fi
+      __shell_kernel_frame "$token" barrier "read.$pid.$reads_done" \
+        2>/dev/null 1<> "$fifo" || marked=0
+      continue
+    fi
     __shell_kernel_frame "$token" barrier "read.$pid.$reads_done" \
       2>/dev/null > "/proc/$shell/fd/$fd" || marked=0
   done
@@ -169,10 +185,82 @@ discard() {
   done
 }
 
+# The portable detector: ps's wait channels, where a process blocked in a
+# read of a terminal shows as ttyin (BSD, macOS) or n_tty_read / wait_woken
+# (Linux), and one in select or poll as such. Which terminal, and which
+# descriptor, ps does not say: a read of a terminal by the shell's tree is
+# taken for one of this terminal (the cells' standard input, and no cell has
+# a controlling terminal to read), select in the shell itself for bash's
+# read -t, and select or poll elsewhere for a program of keys. Reads are
+# told apart by the kernel's answers: after each one it changes the
+# terminal's size in pixels (which nothing reads), and the SIGWINCH counts.
+# A cell that runs costs a ps and an awk every 0.15 s; between cells, only two reads of files session.bash writes
+# ($dir/cell when a cell starts, $dir/status when it ends).
+answers=0
+if [[ -n $portable ]]; then
+  trap 'answers=$(( answers + 1 ))' WINCH
+  shell_alive() { builtin kill -0 "$shell" 2>/dev/null; }
+  # Reading the terminal still (else its read is over, and what it left may go).
+  still_reading() { builtin kill -0 "$1" 2>/dev/null; }
+  # A new cell counts as an answer too: the shell's read in the next cell is another read.
+  cell_seen=
+  shell_idle() {
+    local started= ended=
+    [[ -n $dir ]] || builtin return 1
+    { builtin read -r started < "$dir/cell" && builtin read -r ended < "$dir/status"; } 2>/dev/null
+    if [[ $started != "$cell_seen" ]]; then cell_seen=$started answers=$(( answers + 1 )); fi
+    [[ -z $started ]] || (( ${started:-0} <= ${ended:-0} ))
+  }
+  # Sets $tree to the waiting processes of the shell's tree, $waits to
+  # " pid:read" or " pid:select" for each, and $names to " pid:NAME/PARENT"
+  # (command names, which may hold spaces: ps prints comm last). ps cuts a
+  # wait channel that is not its last column to a few letters (procps: 6).
+  collect_tree() {
+    local pid kind names_of
+    tree= waits=" " names=$'\n'
+    while IFS=' ' builtin read -r pid kind names_of; do
+      tree+=" $pid" waits+="$pid:$kind " names+="$pid:$names_of"$'\n'
+    done < <(LC_ALL=C ps -A -o pid= -o ppid= -o wchan= -o comm= 2>/dev/null | awk -v shell="$shell" '
+      { parent[$1] = $2; wchan[$1] = $3; name = $0
+        sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ /, "", name); sub(/.*\//, "", name); comm[$1] = name }
+      END {
+        for (p in parent) {
+          for (q = p; q != "" && q != shell && q > 1 && hops++ < 128; q = parent[q]) ;
+          hops = 0
+          if (q != shell) continue
+          w = wchan[p]
+          if (w ~ /^(ttyin|ttyrd|n_tty_|wait_w)/) kind = "read"
+          else if (w ~ /^(select|poll|kqread|do_sel|do_sys|poll_s|core_s|ep_pol|do_epo)/) kind = "select"
+          else continue
+          print p, kind, comm[p] "/" comm[parent[p]]
+        } }')
+  }
+  waiting() {
+    local pid=$1 kind
+    kind=${waits#* $pid:}; kind=${kind%% *}
+    # Typed input not yet taken: the answer is on its way to a read ending.
+    if (( BASH_VERSINFO[0] >= 4 )) && builtin read -r -t 0 -u 8; then builtin return 1; fi
+    keys_only= asked=1 reads_done=$answers
+    if [[ $kind == select && $pid != "$shell" ]]; then keys_only=yes; fi
+  }
+  # Sets $name and $parent, PID's command name and its parent's (macOS
+  # prints the executable's path: its last part).
+  names() {
+    local both=${names#*$'\n'"$1":}
+    both=${both%%$'\n'*}
+    name=${both%/*} parent=${both##*/}
+  }
+else
+  shell_alive() { [[ -e /proc/$shell ]]; }
+  still_reading() { [[ /proc/$1/fd/0 -ef $tty ]]; }
+fi
+
 reported=()  # "pid:reads" of the reads reported and not yet over
 waiters=" "  # "pid:reads" of processes found merely waiting (line mode), not reported
-while [[ -e /proc/$shell ]]; do
+while shell_alive; do
   still=()
+  # Without /proc a wait does not change while it waits: look again each time.
+  if [[ -n $portable ]]; then waiters=" "; fi
   if ! shell_idle; then
     collect_tree
     for pid in $tree; do
@@ -195,10 +283,12 @@ while [[ -e /proc/$shell ]]; do
   for key in "${reported[@]}"; do
     if [[ " ${still[*]} " != *" $key "* ]]; then
       __shell_kernel_frame -l "$token" done "${key%:*}" "${key#*:}" || exit 0
-      [[ /proc/${key%:*}/fd/0 -ef $tty ]] || over=yes
+      still_reading "${key%:*}" || over=yes
     fi
   done
   reported=("${still[@]}")
   if [[ -n $over ]] && (( ! ${#reported[@]} )); then discard; fi
-  if (( ${#reported[@]} )) || ! shell_idle; then pause 0.05; else pause 0.2; fi
+  if [[ -n $portable ]]; then
+    if (( ${#reported[@]} )); then pause 0.1; elif ! shell_idle; then pause 0.15; else pause 0.2; fi
+  elif (( ${#reported[@]} )) || ! shell_idle; then pause 0.05; else pause 0.2; fi
 done

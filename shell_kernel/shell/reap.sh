@@ -32,7 +32,7 @@ noted=$*
 # text after its last ") " has all the fields. Else ps, without sid where ps
 # has none (it is not POSIX).
 table() {
-  if [ -r "/proc/$$/stat" ]; then
+  if procfs; then
     rows=$(cat /proc/[0-9]*/stat 2>/dev/null | awk '
       { record = (record == "") ? $0 : record "\n" $0
         rest = record; sub(/.*\) /, "", rest)
@@ -52,15 +52,15 @@ table() {
 members() {
   jobs=
   if [ "$1" = cell ] && [ -r "$dir/jobs" ]; then jobs=$(cat "$dir/jobs"); fi
-  procfs=
-  if [ -r "/proc/$$/stat" ]; then procfs=yes; fi
+  with_proc=
+  if procfs; then with_proc=yes; fi
   { if [ -n "${snapshot-}" ]; then printf '%s\n' "$snapshot"; else table; fi; } |
     awk -v root="$root" -v jobs="$jobs" -v noted="$noted" -v scope="$1" \
-      -v format="$2" -v procfs="$procfs" '
-    # When process p started; "" if it is gone or no start can be told
-    # here. Field 22 of /proc/p/stat (clock ticks after boot; the command
-    # name before it may hold anything, even ") " and newlines), else ps
-    # lstart (seconds).
+      -v format="$2" -v procfs="$with_proc" "$pid_awk"'
+    # When process p started, as pid_start (pids.sh) tells it; "" if it is
+    # gone or no start can be told here. Field 22 of /proc/p/stat (clock
+    # ticks after boot; the command name before it may hold anything, even
+    # ") " and newlines), else ps: its group and lstart.
     function started(p,   file, line, text, n, v) {
       if (!procfs) return lstart(p)
       file = "/proc/" p "/stat"
@@ -73,12 +73,12 @@ members() {
     function lstart(p,   command, line, v, n, i, when) {
       if (!lstart_read) {
         lstart_read = 1
-        command = "ps -A -o pid= -o lstart= 2>/dev/null"
+        command = "LC_ALL=C ps -A -o pid= -o pgid= -o lstart= 2>/dev/null"
         while ((command | getline line) > 0) {
-          n = split(line, v, " ")
-          when = ""
-          for (i = 2; i <= n; i++) when = when v[i]
-          if (when != "") { started_at[v[1]] = when; lstart_seen = 1 }
+          if (split(line, v, " ") != 7) continue
+          when = v[2]
+          for (i = 3; i <= 7; i++) when = when "," v[i]
+          started_at[v[1]] = when; lstart_seen = 1
         }
         close(command)
       }
@@ -97,7 +97,7 @@ members() {
       if (!colon) return noted_token
       p = substr(noted_token, 1, colon - 1)
       when = substr(noted_token, colon + 1)
-      return (when == "" || started(p) == when) ? p : ""
+      return (when == "" || same_start(when, started(p))) ? p : ""
     }
     { parent[$1] = $2; sid[$1] = $3; order[NR] = $1 }
     END {

@@ -23,13 +23,17 @@ builtin export -n __shell_kernel_token
 #include frame.bash
 
 __shell_kernel_pid=$$
+# /proc where there is one, unless SHELL_KERNEL_NO_PROC says to do as on a
+# host without it (as shell/pids.sh does).
+__shell_kernel_proc=/proc/$$
+if [[ -n ${SHELL_KERNEL_NO_PROC-} ]]; then __shell_kernel_proc=/nonexistent; fi
 # What this script creates is private: umask 077 until its end, where the
 # user's comes back (read from /proc where there is one: no fork).
 __shell_kernel_umask=
-if [[ -r /proc/$$/status ]]; then
+if [[ -r $__shell_kernel_proc/status ]]; then
   while IFS=$': \t' builtin read -r __shell_kernel_key __shell_kernel_value; do
     if [[ $__shell_kernel_key == Umask ]]; then __shell_kernel_umask=$__shell_kernel_value; break; fi
-  done < "/proc/$$/status"
+  done < "$__shell_kernel_proc/status"
   builtin unset -v __shell_kernel_key __shell_kernel_value
 fi
 if [[ -z $__shell_kernel_umask ]]; then __shell_kernel_umask=$(builtin umask); fi
@@ -47,20 +51,28 @@ if [[ -n $__shell_kernel_dir ]]; then
   # a name that may hold anything), for reap.sh: once the shell is gone, its
   # pid may name another process (a host that rebooted), not to be touched.
   __shell_kernel_value=
-  { IFS= builtin read -r -d '' __shell_kernel_value < "/proc/$$/stat"; } 2>/dev/null
+  { IFS= builtin read -r -d '' __shell_kernel_value < "$__shell_kernel_proc/stat"; } 2>/dev/null
   if [[ -n $__shell_kernel_value ]]; then
     IFS=$' \n' builtin read -r -d '' -a __shell_kernel_key <<< "${__shell_kernel_value##*) }"
     { builtin printf '%s %s\n' "$$" "${__shell_kernel_key[19]}" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
     builtin unset -v __shell_kernel_key __shell_kernel_value
   else
-    # No /proc: ps's lstart without its spaces, as shell/pids.sh tells it.
-    __shell_kernel_value=$(builtin command ps -o lstart= -p "$$" 2>/dev/null)
-    __shell_kernel_value=${__shell_kernel_value// }
-    if [[ -n $__shell_kernel_value ]]; then
-      { builtin printf '%s %s\n' "$$" "$__shell_kernel_value" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
+    # No /proc: the group and lstart, comma-separated, as shell/pids.sh tells them.
+    IFS=$' \t\n' builtin read -r -a __shell_kernel_key \
+      <<< "$(LC_ALL=C builtin command ps -o pgid= -o lstart= -p "$$" 2>/dev/null)"
+    if (( ${#__shell_kernel_key[@]} == 6 )); then
+      builtin printf -v __shell_kernel_value '%s,' "${__shell_kernel_key[@]}"
+      { builtin printf '%s %s\n' "$$" "${__shell_kernel_value%,}" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
     fi
-    builtin unset -v __shell_kernel_value
+    builtin unset -v __shell_kernel_key __shell_kernel_value
   fi
+fi
+
+# Where the prompt watcher has no /proc to see the shell wait for commands
+# (prompts.bash), each cell's sequence number goes to $dir/cell as it starts.
+__shell_kernel_cells=
+if [[ -n $__shell_kernel_dir && ! -r $__shell_kernel_proc/syscall ]]; then
+  __shell_kernel_cells=$__shell_kernel_dir/cell
 fi
 
 # The prompt machinery is useless without a terminal and would only cost
@@ -111,8 +123,8 @@ builtin export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER= \
 # interrupts a later cell or query. Linux lists them without a fork.
 __shell_kernel_children() {
   builtin local children self pid ppid
-  if [[ -r /proc/$$/task/$$/children ]]; then
-    IFS= builtin read -r children < "/proc/$$/task/$$/children"
+  if [[ -r $__shell_kernel_proc/task/$$/children ]]; then
+    IFS= builtin read -r children < "$__shell_kernel_proc/task/$$/children"
     builtin printf '%s\n' "$children"
     builtin return 0
   fi
@@ -223,6 +235,9 @@ __shell_kernel_failure() {
 __shell_kernel_resume() {
   __shell_kernel_line=${BASH_LINENO[0]}  # the eval's line: cell lines count from it
   __shell_kernel_running=yes  # see the trap on URG
+  if [[ -n $__shell_kernel_cells ]]; then
+    { builtin printf '%s\n' "${1-}" >| "$__shell_kernel_cells"; } 2>/dev/null || builtin true
+  fi
   if [[ -n ${1-} && -n ${__shell_kernel_named-} ]]; then
     { builtin printf '%s %(%s)T\n' "$1" -1 >| "$__shell_kernel_dir/started"; } 2>/dev/null || builtin true
   fi
@@ -463,7 +478,7 @@ fi
 __shell_kernel_close() {
   builtin local stat= waited=0
   builtin local -a fields
-  { IFS= builtin read -r stat < "/proc/$$/stat"; } 2>/dev/null
+  { IFS= builtin read -r stat < "$__shell_kernel_proc/stat"; } 2>/dev/null
   IFS=' ' builtin read -r -a fields <<< "${stat##*) }"
   if [[ ${fields[2]-} != "$$" || $- == *m* ]]; then
     __shell_kernel_frame "$__shell_kernel_token" barrier "$1" >&61

@@ -40,12 +40,18 @@ __shell_kernel_open_ttys() {
   # give in to SIGTERM) leave them alone; they end with the shell.
   builtin local -a setsid; setsid=()
   if builtin type -P setsid >/dev/null; then setsid=(setsid); fi
+  # util-linux `script -q -c CMD FILE`; the BSDs' and macOS's have no -c,
+  # and take `script -q FILE CMD ARG...`.
+  builtin local -a holding; holding=(script -q -c "$holder" /dev/null)
+  if ! builtin command script -q -c true /dev/null </dev/null >/dev/null 2>&1; then
+    holding=(script -q /dev/null /bin/sh -c "$holder")
+  fi
   # One after the other, so that each path read is the one just asked for.
   command exec 57> >(command exec 8<&0 7>&56 56>&- 60<&- 62>&-
-    SHELL=/bin/sh "${setsid[@]}" script -q -c "$holder" /dev/null <&8 >&61 2>/dev/null 61>&- &)
+    SHELL=/bin/sh "${setsid[@]}" "${holding[@]}" <&8 >&61 2>/dev/null 61>&- &)
   IFS=' ' builtin read -r -t 5 -u 56 out_pid out
   command exec 58> >(command exec 8<&0 7>&56 56>&- 57>&- 60<&- 61>&-
-    SHELL=/bin/sh "${setsid[@]}" script -q -c "$holder" /dev/null <&8 >&62 2>/dev/null 62>&- &)
+    SHELL=/bin/sh "${setsid[@]}" "${holding[@]}" <&8 >&62 2>/dev/null 62>&- &)
   IFS=' ' builtin read -r -t 5 -u 56 err_pid err
   __shell_kernel_tty_holders=("$out_pid" "$err_pid")
   command exec 56<&-
@@ -70,7 +76,7 @@ __shell_kernel_check_ttys() {
   for pid in "${__shell_kernel_tty_holders[@]}"; do
     builtin kill -0 "$pid" 2>/dev/null || alive=
     # A killed `script` leaves its holder a zombie (Linux shows it).
-    if [[ -r /proc/$pid/stat ]] && IFS= builtin read -r stat < "/proc/$pid/stat" 2>/dev/null \
+    if [[ -z ${SHELL_KERNEL_NO_PROC-} && -r /proc/$pid/stat ]] && IFS= builtin read -r stat < "/proc/$pid/stat" 2>/dev/null \
         && [[ ${stat##*) } == Z* ]]; then alive=; fi
   done
   if [[ -n $alive ]]; then builtin return 0; fi

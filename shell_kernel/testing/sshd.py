@@ -31,6 +31,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from .hosts import TEST_HOST_ENVIRONMENT, setenv_config  # noqa: F401 - re-exported
 from .processes import (children, config_quote, current_user, descendants, free_port, freeze,
                         freeze_and_signal, make_subreaper, process_table, send_signal,
                         tcp_listening)
@@ -44,26 +45,6 @@ class SSHServerError(RuntimeError):
     pass
 
 
-# This machine's ~/.bashrc runs `pyenv init`, whose rehash takes a lock file;
-# a test that SIGKILLs sessions mid-login leaves it behind, and every later
-# login would then wait 60 s for it. Every session of a test sshd gets this,
-# and the mark by which .ci/leftovers.py finds what a test run left running.
-TEST_HOST_ENVIRONMENT = {"PYENV_REHASH_TIMEOUT": "1"}
-if os.environ.get("SHELL_KERNEL_TEST_RUN"):
-    TEST_HOST_ENVIRONMENT["SHELL_KERNEL_TEST_RUN"] = os.environ["SHELL_KERNEL_TEST_RUN"]
-
-
-def setenv_config(environment: dict[str, str]) -> str:
-    """An sshd_config ``SetEnv`` line (for ``SSHServer(extra_config=...)``):
-    every session gets these variables, overriding sshd's own HOME and PATH,
-    which is how a test gives the "remote host" another shape (a HOME with
-    noisy rc files, a PATH without some tool, a TMPDIR with spaces). sshd_config
-    cannot quote a double quote, so values must not contain one."""
-    environment = {**TEST_HOST_ENVIRONMENT, **environment}
-    for name, value in environment.items():
-        if '"' in value or "\n" in value:
-            raise ValueError(f"SetEnv cannot carry {name}={value!r}")
-    return "SetEnv " + " ".join(f'"{name}={value}"' for name, value in environment.items())
 
 
 # --------------------------------------------------------------------------

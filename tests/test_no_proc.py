@@ -1,0 +1,104 @@
+"""The switch SHELL_KERNEL_NO_PROC: every script and the session's bash code
+do as on a host without /proc (macOS, the BSDs), here on Linux, with real sh
+and real kernels on both backends. The suite's variant runs (.ci/run) run
+the process, interrupt, durable and prompt tests with it on."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from shell_kernel import shell
+
+PS_RECORD = re.compile(r"^(\d+) (\d+),[A-Z][a-z]{2},[A-Z][a-z]{2},\d{1,2},\d\d:\d\d:\d\d,\d{4}$")
+
+
+def pids_sh(code: str, no_proc: bool = True) -> str:
+    env = dict(os.environ)
+    env.pop(shell.NO_PROC, None)
+    if no_proc:
+        env[shell.NO_PROC] = "1"
+    done = subprocess.run(["sh", "-c", shell.script("pids.sh") + code], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def moved(start: str, seconds: int) -> str:
+    """START with its lstart moved by SECONDS (within the minute)."""
+    fields = start.split(",")
+    hours, minutes, secs = fields[4].split(":")
+    fields[4] = f"{hours}:{minutes}:{int(secs) + seconds:02d}"
+    return ",".join(fields)
+
+
+def test_records_come_from_ps_and_tell_a_process_by_its_group_and_start(tmp_path):
+    record = tmp_path / "record"
+    out = pids_sh(f"""sleep 30 >/dev/null 2>&1 & p=$!; sleep 1
+        pid_record "$p" '{record}'; read -r pid start < '{record}'; echo "$start"
+        pid_is "$p" "$start" && echo same
+        pid_gone '{record}' || echo alive
+        kill "$p"; wait "$p" 2>/dev/null; pid_gone '{record}' && echo gone""")
+    start, *verdicts = out.split()
+    assert PS_RECORD.match(f"0 {start}"), start
+    assert verdicts == ["same", "alive", "gone"]
+
+
+@pytest.mark.parametrize("seconds, same", [(0, True), (-1, True), (1, True), (2, False),
+                                           (-3, False)])
+def test_lstart_may_move_by_a_second(seconds, same):
+    """procps computes lstart anew each time: two calls for one process may
+    differ by a second, which must not make it a stranger; more does."""
+    start = pids_sh("sleep 30 >/dev/null 2>&1 & p=$!; sleep 1; pid_start \"$p\"; echo \" $p\"").split()
+    when = start[0]
+    if int(when.split(",")[4][-2:]) + seconds not in range(60):
+        pytest.skip("the lstart is too close to a minute's edge for this shift")
+    out = pids_sh(f"pid_is {start[1]} '{moved(when, seconds)}' && echo same; kill {start[1]}")
+    assert (out.strip() == "same") is same
+
+
+def test_a_process_of_another_group_with_the_same_start_is_a_stranger():
+    out = pids_sh("sleep 30 >/dev/null 2>&1 & p=$!; sleep 1; w=$(pid_start \"$p\")\n"
+                  "pid_is \"$p\" \"1${w}\" || echo stranger; kill \"$p\"")
+    assert out.strip() == "stranger"
+
+
+def test_a_record_of_the_other_kind_proves_nothing(tmp_path):
+    """A /proc record read without /proc (and the reverse) tells neither
+    that the process is the same, nor that it is gone."""
+    record = tmp_path / "record"
+    out = pids_sh(f"""sleep 30 >/dev/null 2>&1 & p=$!
+        echo "$p 12345" > '{record}'
+        pid_alive '{record}' || echo not-same; pid_gone '{record}' || echo not-gone; kill "$p" """)
+    assert out.split() == ["not-same", "not-gone"]
+
+
+def test_without_the_switch_records_are_procs(tmp_path):
+    out = pids_sh("sleep 30 >/dev/null 2>&1 & p=$!; pid_start \"$p\"; kill \"$p\"", no_proc=False)
+    assert out.strip().isdigit()
+
+
+@pytest.mark.parametrize("backend", ["local", "ssh"])
+def test_the_kernel_passes_the_switch_to_its_shell(backend, start_kernel, ssh_kernel, sshd):
+    env = {shell.NO_PROC: "1"}
+    kernel = start_kernel(**env) if backend == "local" else ssh_kernel(sshd.ssh_config, **env)
+    record = kernel.ok('cat "$__shell_kernel_dir/shell.start"; echo "$$"').split("\n")
+    assert PS_RECORD.match(record[0]), record
+    assert record[0].split()[0] == record[1]
+
+
+@pytest.mark.parametrize("no_proc", [False, True], ids=["/proc", "no /proc"])
+def test_answers_are_counted_without_changing_the_terminals_rows_or_columns(
+        no_proc, start_kernel):
+    """The kernel tells the watcher of each answer by the terminal's size in
+    pixels: the rows and columns that programs read stay what they were, and
+    three reads in a row by one process are three prompts."""
+    kernel = start_kernel(**({shell.NO_PROC: "1"} if no_proc else {}))
+    size = kernel.ok("stty size")
+    execution = kernel.answering("read a; read b; read c; echo \"$a$b$c\"; stty size",
+                                 ["1", "2", "3"])
+    assert len(execution.prompts) == 3
+    assert execution.stdout == "123\n" + size
