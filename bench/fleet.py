@@ -307,7 +307,7 @@ def median_of(repeat: int, run) -> dict:
 
 def startup_run(hosts: Hosts) -> dict:
     """What `run --hosts` costs before any host: the interpreter and its imports
-    (without the one that fleet.main_fleet turns away)."""
+    (without the one that cli.py turns away for `run --hosts`)."""
     return measure([sys.executable, "-c", "import sys; sys.modules['rfc3987_syntax'] = None; "
                     "import shell_kernel.fleet, shell_kernel.fleet_report, "
                     "shell_kernel.backends.ssh, nbformat"], hosts)

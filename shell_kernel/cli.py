@@ -1,11 +1,12 @@
-"""`python -m shell_kernel ...`: install, uninstall, run a notebook, and the kernel itself."""
+"""`python -m shell_kernel ...`: install, uninstall, run a notebook (on one
+kernel: runner.py; on many hosts: fleet.py), and the kernel itself."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .config import add_options, config_from_args
+from .config import KernelConfig, add_options, config_from_args
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -118,7 +119,7 @@ session)."""
 
 
 def _add_fleet(run) -> None:
-    from .options import FLEET_OUTPUT_LIMIT_MB, OPTIONS, _positive
+    from .options import FLEET_JOBS, FLEET_OUTPUT_LIMIT_MB, OPTIONS, positive
     fleet = run.add_argument_group("many hosts", FLEET_DESCRIPTION)
     fleet.add_argument("--hosts", metavar="TARGETS",
                        help="comma-separated [USER@]HOST[:PORT] or ssh config aliases, @FILE "
@@ -129,8 +130,8 @@ def _add_fleet(run) -> None:
                             "shell_kernel[ansible])")
     fleet.add_argument("--limit", metavar="PATTERN",
                        help="with --inventory: an Ansible host pattern, e.g. 'web:&prod'")
-    fleet.add_argument("-j", "--jobs", type=int, default=10, metavar="N",
-                       help="hosts at a time (default: 10)")
+    fleet.add_argument("-j", "--jobs", type=int, default=FLEET_JOBS, metavar="N",
+                       help=f"hosts at a time (default: {FLEET_JOBS})")
     fleet.add_argument("--output-dir", metavar="DIR",
                        help="where the host notebooks and the summaries go (default: NOTEBOOK "
                             "with .ipynb replaced by .fleet)")
@@ -146,7 +147,7 @@ def _add_fleet(run) -> None:
                             "does not end (the runner reattaches), at the cost of more "
                             "processes per host; by default a host's shell ends with its "
                             "connection, and a host that drops is failed")
-    fleet.add_argument("--output-limit-mb", type=_positive, metavar="MB",
+    fleet.add_argument("--output-limit-mb", type=positive, metavar="MB",
                        help="output of one cell kept in a host's notebook, and in the "
                             "runner's memory until then; the rest goes to a file in "
                             "DIR/<host>.output/, which the notebook names (default: "
@@ -174,10 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "kernel" and rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "run":
-        from .runner import main_run
-        return main_run(args)
+        return _run_notebook(args)
     if args.command == "sessions":
-        from .named_sessions import main_sessions
+        from .sessions_command import main_sessions
         return main_sessions(args)
 
     try:
@@ -201,6 +201,102 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0
+
+
+def _run_notebook(args) -> int:
+    """`run`: on one kernel, or with --hosts or --inventory on many hosts."""
+    from .notebook_job import EXIT_USAGE, RunError, check_parameter_name
+
+    try:
+        parameters: dict[str, str] = {}
+        for name, value in args.parameters or []:
+            parameters[check_parameter_name(name)] = value
+        if args.hosts is not None or args.inventory is not None:
+            return _run_fleet(args, parameters)
+        misplaced = _fleet_only_flags(args)
+        if misplaced:
+            raise RunError(f"{', '.join(misplaced)}: only with --hosts or --inventory")
+        return _run_one(args, parameters)
+    except RunError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _run_one(args, parameters: dict[str, str]) -> int:
+    from pathlib import Path
+
+    from .notebook_job import RunError
+    from .runner import RunOptions, default_output, run
+
+    notebook = Path(args.notebook)
+    options = RunOptions(
+        notebook=notebook, output=Path(args.output) if args.output else default_output(notebook),
+        parameters=parameters, kernel_name=args.kernel, timeout=args.timeout,
+        allow_errors=args.allow_errors, cwd=Path(args.cwd) if args.cwd else None)
+    if options.output.absolute() == notebook.absolute():
+        raise RunError(f"-o {args.output}: the output would overwrite the notebook itself")
+    return run(options)
+
+
+def _run_fleet(args, parameters: dict[str, str]) -> int:
+    import logging
+    from pathlib import Path
+
+    from .fleet_targets import HostsError, hosts_from_inventory, hosts_from_list
+    from .notebook_job import RunError, output_stem
+    from .options import FLEET_OUTPUT_LIMIT_MB
+
+    # nbformat validates with jsonschema, which imports rfc3987_syntax where it
+    # is installed (jupyter-events requires it): 1.5-2.5 s of CPU building a
+    # grammar, most of the runner's start-up, for IRI formats that no notebook
+    # check uses. An entry of None makes that optional import fail at once.
+    sys.modules.setdefault("rfc3987_syntax", None)
+
+    for flag, value in (("-o", args.output), ("--kernel", args.kernel), ("--cwd", args.cwd)):
+        if value is not None:
+            raise RunError(f"{flag} is for one kernel; with --hosts each host's notebook goes "
+                           "to --output-dir DIR/<host>.ipynb and runs in the host's home")
+    if args.hosts is not None and args.inventory is not None:
+        raise RunError("give either --hosts or --inventory, not both")
+    if args.limit is not None and args.inventory is None:
+        raise RunError("--limit selects hosts of an --inventory; give one")
+    if args.max_fail and not args.batch:
+        raise RunError("--max-fail decides whether the next --batch starts; give --batch too")
+    try:
+        if args.inventory is not None:
+            hosts = hosts_from_inventory(args.inventory, args.limit)
+        else:
+            hosts = hosts_from_list(args.hosts, args.ssh_config)
+    except HostsError as err:
+        raise RunError(str(err)) from None
+    from .fleet import FleetOptions, run_fleet
+
+    notebook = Path(args.notebook)
+    config = KernelConfig(ssh_config=args.ssh_config, accept_new_host_key=args.accept_new_host_key,
+                          ephemeral=not args.durable, clean=args.clean,
+                          output_limit_mb=args.output_limit_mb or FLEET_OUTPUT_LIMIT_MB)
+    if not log_to_file():
+        # A host's trouble is in its report; tracebacks of a hundred hosts on
+        # the terminal would bury the progress display.
+        logging.getLogger("shell_kernel").addHandler(logging.NullHandler())
+    return run_fleet(FleetOptions(
+        notebook=notebook, hosts=hosts, parameters=parameters, jobs=args.jobs,
+        output_dir=(Path(args.output_dir) if args.output_dir
+                    else notebook.with_name(output_stem(notebook) + ".fleet")),
+        batch=args.batch, max_fail=args.max_fail, timeout=args.timeout,
+        allow_errors=args.allow_errors, config=config))
+
+
+def _fleet_only_flags(args) -> list[str]:
+    """The flags given that mean something only with --hosts or --inventory."""
+    from .options import FLEET_JOBS
+
+    given = [("--limit", args.limit), ("--output-dir", args.output_dir), ("--batch", args.batch),
+             ("--max-fail", args.max_fail), ("--jobs", args.jobs != FLEET_JOBS),
+             ("--ssh-config", args.ssh_config), ("--accept-new-host-key", args.accept_new_host_key),
+             ("--durable", args.durable), ("--clean", args.clean),
+             ("--output-limit-mb", args.output_limit_mb is not None)]
+    return [flag for flag, value in given if value]
 
 
 def log_to_file() -> bool:

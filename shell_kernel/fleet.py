@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import logging
 import queue
 import re
 import shlex
@@ -30,19 +29,17 @@ from typing import TextIO
 
 from .config import KernelConfig
 from .failure import cell_error
-from .fleet_targets import FleetHost
-from .options import FLEET_OUTPUT_LIMIT_MB
-from .runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, METADATA_KEY, RAISES_TAG,
-                     SKIP_TAG, CellRecorder, RunError, _label, clear_records, inject_parameters,
-                     read_notebook)
+from .fleet_report import Progress, print_table, write_html, write_json
+from .jobs import (FAILED, FAILED_AS_EXPECTED, INTERRUPTED, OK, SKIPPED, TIMED_OUT, UNREACHABLE,
+                   CellRun, FleetEvents, FleetHost, FleetRun, HostRun)
+from .notebook_job import (BASH_LANGUAGES, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, METADATA_KEY,
+                           RAISES_TAG, CellRecorder, RunError, job_cells, prepare, read_notebook,
+                           runnable_cells)
+from .options import FLEET_JOBS, FLEET_OUTPUT_LIMIT_MB
 from .results import UnknownDisplay, display_bundle, error_content, reply_metadata
-from .session import SessionError, ShellSession
+from .session import CellRecord, SessionError, ShellSession
 
-# Host statuses, as summary.json spells them.
-OK, FAILED, UNREACHABLE, INTERRUPTED, SKIPPED = "ok", "failed", "unreachable", "interrupted", "skipped"
 HOST_VARIABLE = "SHELL_KERNEL_HOST"
-BASH_LANGUAGES = ("bash", "sh", "shell")
-DEFAULT_JOBS = 10
 
 
 @dataclass
@@ -51,7 +48,7 @@ class FleetOptions:
     hosts: list[FleetHost]
     output_dir: Path
     parameters: dict[str, str] = field(default_factory=dict)
-    jobs: int = DEFAULT_JOBS
+    jobs: int = FLEET_JOBS
     batch: str | None = None
     max_fail: int = 0
     timeout: float | None = None
@@ -59,31 +56,6 @@ class FleetOptions:
     #: The SSH options every host's session is built with (ssh is set per host).
     config: KernelConfig = field(
         default_factory=lambda: KernelConfig(output_limit_mb=FLEET_OUTPUT_LIMIT_MB))
-
-
-@dataclass
-class CellRun:
-    index: int  # in the notebook's cells
-    exit_code: int | None
-    duration_s: float
-
-
-@dataclass
-class HostRun:
-    """What happened on one host; its fields are its worker's until it finishes."""
-    host: FleetHost
-    status: str = SKIPPED
-    error: str | None = None
-    cells: list[CellRun] = field(default_factory=list)
-    duration_s: float | None = None
-    #: The cell that failed (its index), and the end of its stderr.
-    failed_cell: int | None = None
-    stderr_tail: str = ""
-    notebook_path: Path | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.status in (FAILED, UNREACHABLE)
 
 
 # ---------------------------------------------------------------- batches
@@ -122,21 +94,7 @@ def load_fleet_notebook(path: Path, parameters: dict[str, str]) -> tuple[object,
         what = f"a {language} notebook" if language else "a notebook that names no language"
         raise RunError(f"{path} is {what} (kernel {spec.get('name', 'unknown')!r}); --hosts "
                        "runs bash notebooks, whose kernelspec language is bash")
-    warnings: list[str] = []
-    if parameters:
-        _, warnings = inject_parameters(nb, parameters)
-    clear_records(nb)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    return nb, warnings
-
-
-def runnable_cells(nb) -> list[int]:
-    """Indexes of the code cells a run executes (nbclient skips the same ones)."""
-    return [index for index, cell in enumerate(nb.cells)
-            if cell.cell_type == "code" and cell.source.strip()
-            and SKIP_TAG not in cell.metadata.get("tags", [])]
+    return nb, prepare(nb, parameters)
 
 
 def file_name(host_name: str) -> str:
@@ -203,46 +161,45 @@ class CellOutputs:
 
 # ------------------------------------------------------------------- fleet
 class Fleet:
-    """One run of a notebook on many hosts."""
+    """One run of a notebook on many hosts. The caller's thread runs the
+    batches (and Ctrl-C's interrupt); a worker thread per job runs one host
+    at a time, its session's pump writing the running cell's outputs."""
 
-    def __init__(self, options: FleetOptions, nb, events):
-        """events: a fleet_report.Progress (or anything with its methods)."""
+    def __init__(self, options: FleetOptions, nb, events: FleetEvents):
         self.options = options
-        self.nb = nb
-        self.cells = runnable_cells(nb)
-        self.runs = {host.name: HostRun(host) for host in options.hosts}
+        #: What the reports tell; each host's HostRun is its worker's until it ends.
+        self.record = FleetRun(options.notebook, options.output_dir, options.parameters, nb,
+                               runnable_cells(nb), {host.name: HostRun(host)
+                                                    for host in options.hosts})
         self.file_names = file_names([host.name for host in options.hosts])
         self.events = events
-        self.interrupted = threading.Event()
-        self.started = datetime.datetime.now(datetime.timezone.utc)
-        self.stop_reason: str | None = None  # why later batches were skipped
         self._sessions: dict[str, ShellSession] = {}
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- run
     def run(self) -> None:
         """Every batch in turn; returns when all are done or the run is interrupted."""
-        hosts = self.options.hosts
+        hosts, record = self.options.hosts, self.record
         done = 0
         sizes = batch_sizes(self.options.batch, len(hosts))
         for number, size in enumerate(sizes, 1):
             batch = hosts[done:done + size]
             done += size
-            if self.interrupted.is_set():
+            if record.interrupted.is_set():
                 break
-            failed = sum(run.failed for run in self.runs.values())
+            failed = sum(run.failed for run in record.runs.values())
             if failed > self.options.max_fail:
-                self.stop_reason = (f"not started: {failed} host{'s' if failed != 1 else ''} "
-                                    f"failed in earlier batches, more than --max-fail "
-                                    f"{self.options.max_fail}")
+                record.stop_reason = (f"not started: {failed} host{'s' if failed != 1 else ''} "
+                                      f"failed in earlier batches, more than --max-fail "
+                                      f"{self.options.max_fail}")
                 break
             if len(sizes) > 1:
-                self.events.batch(number, len(sizes), [host.name for host in batch])
+                self.events.batch_started(number, len(sizes), [host.name for host in batch])
             self._run_batch(batch)
-        for run in self.runs.values():
+        for run in record.runs.values():
             if run.status == SKIPPED and run.error is None:
-                run.error = ("not started: the run was interrupted" if self.interrupted.is_set()
-                             else self.stop_reason)
+                run.error = ("not started: the run was interrupted"
+                             if record.interrupted.is_set() else record.stop_reason)
 
     def _run_batch(self, batch: list[FleetHost]) -> None:
         waiting: queue.SimpleQueue = queue.SimpleQueue()
@@ -256,21 +213,21 @@ class Fleet:
         for worker in workers:
             while worker.is_alive():
                 worker.join(0.2)
-                if self.interrupted.is_set():
+                if self.record.interrupted.is_set():
                     # Again and again: a host may have started a cell just after the last call.
                     self.interrupt_all()
 
     def _worker(self, waiting: queue.SimpleQueue) -> None:
-        while not self.interrupted.is_set():
+        while not self.record.interrupted.is_set():
             try:
                 host = waiting.get_nowait()
             except queue.Empty:
                 return
-            self._run_host(self.runs[host.name])
+            self._run_host(self.record.runs[host.name])
 
     def interrupt(self) -> None:
         """Ctrl-C: stop every host's running cell; no new host or cell starts."""
-        self.interrupted.set()
+        self.record.interrupted.set()
         self.interrupt_all()
 
     def interrupt_all(self) -> None:
@@ -287,7 +244,7 @@ class Fleet:
     def _run_host(self, run: HostRun) -> None:
         host = run.host
         started = time.monotonic()
-        nb = copy.deepcopy(self.nb)
+        nb = copy.deepcopy(self.record.nb)
         outputs = [CellOutputs()]  # the running cell's; replaced for each cell
         config = self._config(host)
         # No prompt terminal (nobody answers; a read gets end-of-file from
@@ -313,7 +270,7 @@ class Fleet:
             run.duration_s = round(time.monotonic() - started, 3)
             if run.status != UNREACHABLE:
                 self._save(run, nb)
-            self.events.host_done(run)
+            self.events.host_ended(run)
 
     def _start(self, run: HostRun, session: ShellSession) -> None:
         try:
@@ -323,7 +280,7 @@ class Fleet:
         except SessionError as err:
             run.status, run.error = UNREACHABLE, str(err)
             return
-        if self.interrupted.is_set():
+        if self.record.interrupted.is_set():
             run.status, run.error = INTERRUPTED, "interrupted before the first cell started"
         elif result.exit_code != 0 or result.shell_lost:
             run.status = UNREACHABLE
@@ -331,14 +288,16 @@ class Fleet:
 
     def _run_cells(self, run: HostRun, session: ShellSession, nb, outputs: list) -> None:
         recorder = CellRecorder(run.host.name)
+        interrupted = self.record.interrupted
         run.status = OK
-        for count, index in enumerate(self.cells, 1):
-            if self.interrupted.is_set():
+        for done in job_cells(nb, self.record.cells):
+            index = done.index
+            if interrupted.is_set():
                 run.status, run.error = INTERRUPTED, f"interrupted before cell {index} started"
                 return
             cell = nb.cells[index]
             outputs[0] = CellOutputs()
-            self.events.cell_started(run.host.name, count, index, _label(cell))
+            self.events.cell_started(run.host.name, done)
             timer, fired = None, threading.Event()
             if self.options.timeout:
                 timer = threading.Timer(self.options.timeout,
@@ -353,22 +312,24 @@ class Fleet:
             finally:
                 if timer is not None:
                     timer.cancel()
-            timed_out = fired.is_set() and result.interrupted and not self.interrupted.is_set()
-            cell.execution_count = count
+            cell.execution_count = done.number
             cell.outputs = outputs[0].outputs
             error = cell_error(result)
             if error is not None:
                 cell.outputs.append(_error_output(*error))
             recorder.on_cell_executed(cell, index, {"metadata": {METADATA_KEY: reply_metadata(result)}})
-            run.cells.append(CellRun(index, result.exit_code, round(result.duration_s, 6)))
-            self.events.cell_done(run.host.name, count, index, result)
-            if error is None:
+            done.record(cell.metadata[METADATA_KEY])
+            done.state = _state(done, result, error is None, timed_out=fired.is_set(),
+                                interrupted=interrupted.is_set())
+            run.cells.append(done)
+            self.events.cell_ended(run.host.name, done)
+            if done.state in (OK, FAILED_AS_EXPECTED):
                 continue
-            if result.interrupted and self.interrupted.is_set():
+            if done.state == INTERRUPTED:
                 run.status, run.error = INTERRUPTED, f"interrupted in cell {index}"
                 run.failed_cell, run.stderr_tail = index, outputs[0].stderr_tail()
                 return
-            if timed_out:
+            if done.state == TIMED_OUT:
                 message = (f"cell {index} ran longer than --timeout {self.options.timeout:g} s "
                            f"and was interrupted (exit status {result.exit_code})")
             elif result.shell_lost:
@@ -376,9 +337,6 @@ class Fleet:
             else:
                 ename, _, summary = error  # as the kernel's traceback line says it
                 message = f"cell {index} failed: {ename}: {summary}"
-            expected = RAISES_TAG in cell.metadata.get("tags", []) and not timed_out
-            if expected:
-                continue
             if run.status == OK:
                 run.status, run.error = FAILED, message
                 run.failed_cell, run.stderr_tail = index, outputs[0].stderr_tail()
@@ -395,6 +353,20 @@ class Fleet:
         # in the schema's shape: nbformat.write would validate it again, per host.
         path.write_text(writes_json(nb) + "\n", encoding="utf-8")
         run.notebook_path = path
+
+
+def _state(cell: CellRun, result: CellRecord, succeeded: bool, timed_out: bool,
+           interrupted: bool) -> str:
+    """What became of a cell that ended: the user's Ctrl-C (interrupted),
+    --timeout's interrupt (timed out), an error its raises-exception tag
+    allows, or else failed."""
+    if succeeded:
+        return OK
+    if result.interrupted and interrupted:
+        return INTERRUPTED
+    if timed_out and result.interrupted:
+        return TIMED_OUT
+    return FAILED_AS_EXPECTED if RAISES_TAG in cell.tags else FAILED
 
 
 def _output(output_type: str, **fields):
@@ -423,9 +395,6 @@ def run_fleet(options: FleetOptions, progress: TextIO | None = None,
               report: TextIO | None = None) -> int:
     """Check, run, write the reports; returns the exit status of the command.
     RunError (usage) is raised before anything runs on any host."""
-    from .cli import log_to_file
-    from .fleet_report import Progress, print_table, write_html, write_json
-
     progress = sys.stderr if progress is None else progress
     report = sys.stdout if report is None else report
     if not options.hosts:
@@ -440,10 +409,6 @@ def run_fleet(options: FleetOptions, progress: TextIO | None = None,
     for warning in warnings:
         print(f"warning: {warning}", file=progress)
 
-    if not log_to_file():
-        # A host's trouble is in its report; tracebacks of a hundred hosts on
-        # the terminal would bury the progress display.
-        logging.getLogger("shell_kernel").addHandler(logging.NullHandler())
     events = Progress(progress, len(options.hosts), len(runnable_cells(nb)))
     fleet = Fleet(options, nb, events)
     events.begin(options.notebook, options.jobs)
@@ -456,67 +421,19 @@ def run_fleet(options: FleetOptions, progress: TextIO | None = None,
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
         events.end()
+    record = fleet.record
     finished = datetime.datetime.now(datetime.timezone.utc)
-    status = EXIT_INTERRUPTED if fleet.interrupted.is_set() else \
-        EXIT_FAILED if any(run.status != OK for run in fleet.runs.values()) else EXIT_OK
-    summary = write_json(fleet, finished, status)
-    html = write_html(fleet, finished)
-    print_table(report, fleet, summary, html, finished)
+    status = EXIT_INTERRUPTED if record.interrupted.is_set() else \
+        EXIT_FAILED if any(run.status != OK for run in record.runs.values()) else EXIT_OK
+    summary = write_json(record, finished, status)
+    html = write_html(record, finished)
+    print_table(report, record, summary, html, finished)
     return status
 
 
-def _on_sigint(fleet: Fleet, events) -> None:
-    if fleet.interrupted.is_set():
+def _on_sigint(fleet: Fleet, events: FleetEvents) -> None:
+    if fleet.record.interrupted.is_set():
         events.note("still stopping: interrupting the running cells and closing the sessions")
     else:
         events.note("interrupted: stopping every running cell and closing every session")
     fleet.interrupt()
-
-
-def main_fleet(args, parameters: dict[str, str]) -> int:
-    """`run NOTEBOOK --hosts ...` from cli.py's parsed arguments (RunError: usage)."""
-    from .fleet_targets import HostsError, hosts_from_inventory, hosts_from_list
-
-    # nbformat validates with jsonschema, which imports rfc3987_syntax where it
-    # is installed (jupyter-events requires it): 1.5-2.5 s of CPU building a
-    # grammar, most of the runner's start-up, for IRI formats that no notebook
-    # check uses. An entry of None makes that optional import fail at once.
-    sys.modules.setdefault("rfc3987_syntax", None)
-
-    for flag, value in (("-o", args.output), ("--kernel", args.kernel), ("--cwd", args.cwd)):
-        if value is not None:
-            raise RunError(f"{flag} is for one kernel; with --hosts each host's notebook goes "
-                           "to --output-dir DIR/<host>.ipynb and runs in the host's home")
-    if args.hosts is not None and args.inventory is not None:
-        raise RunError("give either --hosts or --inventory, not both")
-    if args.limit is not None and args.inventory is None:
-        raise RunError("--limit selects hosts of an --inventory; give one")
-    if args.max_fail and not args.batch:
-        raise RunError("--max-fail decides whether the next --batch starts; give --batch too")
-    try:
-        if args.inventory is not None:
-            hosts = hosts_from_inventory(args.inventory, args.limit)
-        else:
-            hosts = hosts_from_list(args.hosts, args.ssh_config)
-    except HostsError as err:
-        raise RunError(str(err)) from None
-    notebook = Path(args.notebook)
-    stem = notebook.name[:-len(".ipynb")] if notebook.name.endswith(".ipynb") else notebook.name
-    config = KernelConfig(ssh_config=args.ssh_config, accept_new_host_key=args.accept_new_host_key,
-                          ephemeral=not args.durable, clean=args.clean,
-                          output_limit_mb=args.output_limit_mb or FLEET_OUTPUT_LIMIT_MB)
-    return run_fleet(FleetOptions(
-        notebook=notebook, hosts=hosts, parameters=parameters, jobs=args.jobs,
-        output_dir=Path(args.output_dir) if args.output_dir else notebook.with_name(stem + ".fleet"),
-        batch=args.batch, max_fail=args.max_fail, timeout=args.timeout,
-        allow_errors=args.allow_errors, config=config))
-
-
-def fleet_only_flags(args) -> list[str]:
-    """The flags given that mean something only with --hosts or --inventory."""
-    given = [("--limit", args.limit), ("--output-dir", args.output_dir), ("--batch", args.batch),
-             ("--max-fail", args.max_fail), ("--jobs", args.jobs != DEFAULT_JOBS),
-             ("--ssh-config", args.ssh_config), ("--accept-new-host-key", args.accept_new_host_key),
-             ("--durable", args.durable), ("--clean", args.clean),
-             ("--output-limit-mb", args.output_limit_mb is not None)]
-    return [flag for flag, value in given if value]

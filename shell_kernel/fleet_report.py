@@ -1,5 +1,6 @@
-"""What a fleet run tells: live progress on stderr, summary.json, summary.html
-and the per-host table on stdout."""
+"""What a fleet run tells: live progress on stderr (fleet.py's FleetEvents),
+summary.json, summary.html and the per-host table on stdout, all from its
+FleetRun (jobs.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import threading
 import time
 from typing import TextIO
 
-from .fleet import FAILED, INTERRUPTED, OK, SKIPPED, UNREACHABLE, Fleet, HostRun
+from .jobs import (FAILED, HOST_STATUSES, INTERRUPTED, OK, UNREACHABLE, CellRun, FleetRun,
+                   HostRun)
+from .notebook_job import print_columns, tally
 
 #: Failures first in the table and the page.
-STATUS_ORDER = {FAILED: 0, UNREACHABLE: 1, INTERRUPTED: 2, SKIPPED: 3, OK: 4}
+STATUS_ORDER = {status: order for order, status in enumerate(HOST_STATUSES)}
 REDRAW_INTERVAL = 0.25  # seconds between redraws of the live display
 RUNNING_SHOWN = 8  # running hosts listed in the live display
 
@@ -44,7 +47,7 @@ class Progress:
                                             name="shell-kernel-fleet-progress")
             self._ticker.start()
 
-    def batch(self, number: int, total: int, names: list[str]) -> None:
+    def batch_started(self, number: int, total: int, names: list[str]) -> None:
         self._line(f"batch {number}/{total}: {len(names)} host{'s' if len(names) != 1 else ''}")
 
     def host_started(self, name: str) -> None:
@@ -53,16 +56,16 @@ class Progress:
         if not self.tty:
             self._line(f"{name}: connecting")
 
-    def cell_started(self, name: str, count: int, index: int, label: str) -> None:
+    def cell_started(self, name: str, cell: CellRun) -> None:
         with self._lock:
-            self._running[name] = f"[{count}/{self.cells}] {label}"
+            self._running[name] = f"[{cell.number}/{self.cells}] {cell.label}"
 
-    def cell_done(self, name: str, count: int, index: int, result) -> None:
+    def cell_ended(self, name: str, cell: CellRun) -> None:
         if not self.tty:
-            self._line(f"{name}: [{count}/{self.cells}] cell {index}: exit {result.exit_code} "
-                       f"in {result.duration_s:.2f} s")
+            self._line(f"{name}: [{cell.number}/{self.cells}] cell {cell.index}: "
+                       f"exit {cell.exit_code} in {cell.duration_s:.2f} s")
 
-    def host_done(self, run: HostRun) -> None:
+    def host_ended(self, run: HostRun) -> None:
         with self._lock:
             self._running.pop(run.host.name, None)
             if run.status in self._counts:
@@ -126,18 +129,18 @@ def _one_line(text: str | None, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _ordered(fleet: Fleet) -> list[HostRun]:
+def _ordered(fleet: FleetRun) -> list[HostRun]:
     runs = list(fleet.runs.values())
     return sorted(runs, key=lambda run: STATUS_ORDER.get(run.status, 0))
 
 
 # ------------------------------------------------------------- summary.json
-def summary(fleet: Fleet, finished, exit_status: int) -> dict:
+def summary(fleet: FleetRun, finished, exit_status: int) -> dict:
     return {
-        "notebook": str(fleet.options.notebook),
+        "notebook": str(fleet.notebook),
         "started": fleet.started.isoformat(timespec="seconds"),
         "finished": finished.isoformat(timespec="seconds"),
-        "parameters": dict(fleet.options.parameters),
+        "parameters": dict(fleet.parameters),
         "exit_status": exit_status,
         "hosts": {name: {"status": run.status, "error": run.error,
                          "cells": [{"index": cell.index, "exit_code": cell.exit_code,
@@ -147,8 +150,8 @@ def summary(fleet: Fleet, finished, exit_status: int) -> dict:
     }
 
 
-def write_json(fleet: Fleet, finished, exit_status: int):
-    path = fleet.options.output_dir / "summary.json"
+def write_json(fleet: FleetRun, finished, exit_status: int):
+    path = fleet.output_dir / "summary.json"
     path.write_text(json.dumps(summary(fleet, finished, exit_status), indent=1) + "\n")
     return path
 
@@ -173,12 +176,9 @@ pre { background: #f6f6f6; border: 1px solid #ddd; padding: 6px; overflow-x: aut
 """
 
 
-def render_html(fleet: Fleet, finished) -> str:
+def render_html(fleet: FleetRun, finished) -> str:
     esc = html.escape
     nb = fleet.nb
-    counts: dict[str, int] = {}
-    for run in fleet.runs.values():
-        counts[run.status] = counts.get(run.status, 0) + 1
     head = [f'<th class="cell" title="{esc(nb.cells[i].source[:200])}">cell {i}</th>'
             for i in fleet.cells]
     rows = []
@@ -214,15 +214,15 @@ def render_html(fleet: Fleet, finished) -> str:
                          f'<pre class="stderr">{esc(run.stderr_tail)}</pre>')
         details.append(f'<section class="host-detail" data-host="{esc(run.host.name)}">'
                        + "".join(parts) + "</section>")
-    tally = ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=STATUS_ORDER.get))
-    title = f"{fleet.options.notebook.name} on {len(fleet.runs)} hosts"
+    statuses = tally((run.status for run in fleet.runs.values()), HOST_STATUSES)
+    title = f"{fleet.notebook.name} on {len(fleet.runs)} hosts"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>{STYLE}</style></head>
 <body>
 <h1>{esc(title)}</h1>
-<p class="meta">{esc(str(fleet.options.notebook))}: started {fleet.started:%Y-%m-%d %H:%M:%S} UTC,
-finished {finished:%H:%M:%S} UTC. <span class="tally">{esc(tally)}</span>.
+<p class="meta">{esc(str(fleet.notebook))}: started {fleet.started:%Y-%m-%d %H:%M:%S} UTC,
+finished {finished:%H:%M:%S} UTC. <span class="tally">{esc(statuses)}</span>.
 {esc(fleet.stop_reason or "")}</p>
 <table class="hosts">
 <thead><tr><th class="host">host</th><th>status</th><th>time</th>{"".join(head)}</tr></thead>
@@ -234,32 +234,25 @@ finished {finished:%H:%M:%S} UTC. <span class="tally">{esc(tally)}</span>.
 """
 
 
-def write_html(fleet: Fleet, finished):
-    path = fleet.options.output_dir / "summary.html"
+def write_html(fleet: FleetRun, finished):
+    path = fleet.output_dir / "summary.html"
     path.write_text(render_html(fleet, finished))
     return path
 
 
 # -------------------------------------------------------------- stdout table
-def print_table(out: TextIO, fleet: Fleet, json_path, html_path, finished) -> None:
+def print_table(out: TextIO, fleet: FleetRun, json_path, html_path, finished) -> None:
     rows = [("host", "status", "cells", "time", "error")]
     for run in _ordered(fleet):
         rows.append((run.host.name, run.status, f"{len(run.cells)}/{len(fleet.cells)}",
                      "-" if run.duration_s is None else f"{run.duration_s:.2f} s",
                      _one_line(run.error, 100)))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    print(file=out)
-    for row in rows:
-        print("  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1]),
-                         row[2].rjust(widths[2]), row[3].rjust(widths[3]), row[4]]).rstrip(),
-              file=out)
-    counts: dict[str, int] = {}
-    for run in fleet.runs.values():
-        counts[run.status] = counts.get(run.status, 0) + 1
-    tally = ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=STATUS_ORDER.get))
+    print_columns(out, rows, "llrr")
+    statuses = [run.status for run in fleet.runs.values()]
     took = (finished - fleet.started).total_seconds()
-    verdict = "OK" if counts.get(OK, 0) == len(fleet.runs) else \
+    verdict = "OK" if statuses.count(OK) == len(fleet.runs) else \
         "INTERRUPTED" if fleet.interrupted.is_set() else "FAILED"
-    print(f"\n{verdict}: {len(fleet.runs)} hosts: {tally}; {took:.1f} s", file=out)
-    print(f"wrote {fleet.options.output_dir}/<host>.ipynb, {json_path} and {html_path}",
+    print(f"\n{verdict}: {len(fleet.runs)} hosts: {tally(statuses, HOST_STATUSES)}; "
+          f"{took:.1f} s", file=out)
+    print(f"wrote {fleet.output_dir}/<host>.ipynb, {json_path} and {html_path}",
           file=out, flush=True)

@@ -20,22 +20,16 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from .backends.ssh_target import TargetError, _read_config, default_config_file, parse_target
+from .jobs import FleetHost
 
 PATTERN_CHARS = "*?["
 
 
 class HostsError(ValueError):
     """The host list cannot be used; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class FleetHost:
-    name: str  # in reports, file names and SHELL_KERNEL_HOST
-    target: str  # [USER@]HOST[:PORT], resolved with the ssh config at connection time
 
 
 def hosts_from_list(text: str, ssh_config: str | None = None) -> list[FleetHost]:

@@ -72,7 +72,8 @@ def _shown(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _positive(text: str) -> float:
+def positive(text: str) -> float:
+    """An argparse type: a number greater than 0."""
     try:
         value = float(text)
     except ValueError:
@@ -151,7 +152,7 @@ OPTIONS: tuple[KernelOption, ...] = (
     KernelOption("remote_idle_timeout", None,
                  f"stop a durable session whose kernel has been gone this long (default: "
                  f"{IDLE_TIMEOUT:g}, or {NAMED_IDLE_TIMEOUT:g} = 7 days for a --session)",
-                 SSH_GROUP, _positive, "S"),
+                 SSH_GROUP, positive, "S"),
     KernelOption("tty", False,
                  "cells write to two pseudo-terminals (stdout, stderr) on the shell's host "
                  "instead of pipes, so that programs colour and line-buffer as in a terminal "
@@ -160,21 +161,23 @@ OPTIONS: tuple[KernelOption, ...] = (
     KernelOption("bash", "bash", "the bash to run", SHELL_GROUP, metavar="PATH"),
     KernelOption("interrupt_grace", 1.0,
                  "seconds between SIGINT and SIGTERM/SIGKILL on interrupt",
-                 SHELL_GROUP, _positive, "S"),
+                 SHELL_GROUP, positive, "S"),
     KernelOption("output_limit_mb", 64.0,
                  "output of one cell sent to the notebook before the rest goes to a file",
-                 SHELL_GROUP, _positive, "MB"),
+                 SHELL_GROUP, positive, "MB"),
     KernelOption("spill_dir", "shell_kernel_output",
                  "where output past the limit is saved, relative to the kernel's "
                  "working directory", SHELL_GROUP, metavar="DIR"),
     KernelOption("start_timeout", 30.0, "how long the shell may take to start",
-                 SHELL_GROUP, _positive, "S"),
+                 SHELL_GROUP, positive, "S"),
 )
 
 #: `run --hosts`: a cell's output past this goes to a file (the session's
 #: OutputLimit, as in a kernel) instead of the runner's memory, where every
 #: running host's output would be held until its notebook is written.
 FLEET_OUTPUT_LIMIT_MB = 1.0
+#: `run --hosts`: hosts at a time (--jobs).
+FLEET_JOBS = 10
 
 _BY_NAME = {option.name: option for option in OPTIONS}
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from papermill.engines import NBClientEngine
 
-from .runner import CellRecorder, clear_records, host_of
+from .notebook_job import CellRecorder, clear_records
+from .runner import host_of
 
 
 def _spec_host(kernel_name: str) -> str:

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from shell_kernel.backends import Backend, BackendError, ShellExit, SideResult
+from shell_kernel.backends import Backend, BackendError, Capabilities, ShellExit, SideResult, Started
 
 TOKEN = re.compile(rb"__shell_kernel_token=([0-9a-f]+)")
 CELL = re.compile(rb"^__shell_kernel_resume (?:\d+ )?''; builtin eval -- (\$'.*') <\S+ >&61 2>&62$")
@@ -47,7 +47,7 @@ class CellScript:
 
 
 class FakeShell(Backend):
-    description = "fake"
+    capabilities = Capabilities(description="fake")
 
     def __init__(self, pid: int = 4242, chunk: int | None = None,
                  on_cell: Callable[[str], CellScript] | None = None, ignores_sigint: bool = False):
@@ -98,9 +98,10 @@ class FakeShell(Backend):
             self._on_exit(ended)
 
     # --------------------------------------------------------------- verbs
-    def start(self, on_output, on_exit) -> None:
+    def start(self, on_output, on_exit) -> Started:
         self._maybe_fail("start")
         self._on_output, self._on_exit = on_output, on_exit
+        return Started()
 
     def send(self, data: bytes) -> None:
         self._maybe_fail("send")
@@ -150,7 +151,7 @@ class FakeShell(Backend):
             self.end_cell(seq, 130)
         if mode == "all" and args[2] == str(self.pid):
             self.die(ShellExit("killed by SIGKILL", 137))
-        return SideResult(0, "", "")
+        return SideResult(0, "")
 
     def fetch(self, path: str) -> bytes:
         self._maybe_fail("fetch")

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import install_spec
 from harness import KernelHarness, pids_matching, wait_until
-from shell_kernel.backends.ssh import SPOOL_GENERATION_BYTES
+from shell_kernel.backends.durable import SPOOL_GENERATION_BYTES
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import install_spec, kernel_env
 from harness import KernelHarness, pids_matching, wait_until
-from shell_kernel.backends import ssh
+from shell_kernel.backends import durable, ssh
 from shell_kernel.backends.ssh_target import resolve
 from sshd_server import SSHServer, setenv_config
 from test_durable import TICKS, drop_connection_during
@@ -165,7 +165,7 @@ def test_background_output_written_while_the_spool_is_trimmed_arrives_once(host,
     # can: a new spool file every few kilobytes, received ones deleted as the
     # kernel acknowledges them. (Truncating a file the job appends to loses
     # what it writes between a size check and the cut.)
-    monkeypatch.setattr(ssh, "SPOOL_GENERATION_BYTES", 4096)
+    monkeypatch.setattr(durable, "SPOOL_GENERATION_BYTES", 4096)
     shaped = host()
     backend = ssh.SSHBackend(resolve("testhost", str(shaped.ssh_config)), clean=True,
                              durable=True, idle_timeout=60)

@@ -13,7 +13,7 @@ import pytest
 
 from fake_backend import CellScript, FakeShell
 from shell_kernel import protocol
-from shell_kernel.backends import BackendError, ShellExit
+from shell_kernel.backends import BackendError, Capabilities, ShellExit
 from shell_kernel.backends import local as local_backend
 from shell_kernel.backends.local import LocalBackend
 from shell_kernel.session import CellRecord, Options, SessionError, ShellSession
@@ -223,10 +223,10 @@ class SlowStart(FakeShell):
         super().__init__()
         self.starting, self.release = threading.Event(), threading.Event()
 
-    def start(self, on_output, on_exit) -> None:
+    def start(self, on_output, on_exit):
         self.starting.set()
         assert self.release.wait(10), "never released"
-        super().start(on_output, on_exit)
+        return super().start(on_output, on_exit)
 
 
 def test_a_cell_sent_during_the_start_waits_for_that_shell():
@@ -290,7 +290,7 @@ def test_side_command_failure_during_an_interrupt_ends_the_cell(fake):
 
 
 class DurableFake(FakeShell):
-    can_reattach = True
+    capabilities = Capabilities(description="fake", can_reattach=True)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

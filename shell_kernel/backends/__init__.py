@@ -31,8 +31,7 @@ ExitCallback = Callable[[ShellExit], None]
 @dataclass
 class SideResult:
     status: int
-    stdout: str
-    stderr: str
+    stdout: str  # what the script printed (over SSH, with what it wrote to stderr)
 
 
 class BackendError(RuntimeError):
@@ -67,6 +66,35 @@ class Attached:
     backlog: bool  # output that no kernel has received waits on the host
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend is, fixed when it is made."""
+    #: Shown to the user in banners and messages, e.g. "local" or "ssh alice@db1".
+    description: str = "shell"
+    #: A durable backend's shell outlives its connection: after a
+    #: connection_lost exit, reattach() can resume the same shell.
+    can_reattach: bool = False
+    #: How long the shell's output may trail what open_terminal's script
+    #: reports at the same moment (they travel apart): nothing locally.
+    output_lag: float = 0.0
+    #: A named session's shell outlives the kernel: close() leaves it running.
+    outlives_kernel: bool = False
+
+
+@dataclass(frozen=True)
+class Started:
+    """What start() did."""
+    #: Where the session's files go, when the backend made the directory
+    #: before bash started (durable, and local for its guard); else bash makes it.
+    preset_state_dir: str | None = None
+    #: A named session's existing shell that start() attached to, instead of
+    #: starting one: its output then flows only from open_output() on.
+    attached: Attached | None = None
+    #: For the user's next cell, e.g. that a named session had ended and a
+    #: new shell was started in its place.
+    notice: str | None = None
+
+
 class Backend(abc.ABC):
     """A bash somewhere, and the bytes to and from it: a handful of verbs.
 
@@ -77,29 +105,11 @@ class Backend(abc.ABC):
     job; the session treats any other exception the same way (see Contained).
     """
 
-    #: Shown to the user in banners and messages, e.g. "local" or "ssh alice@db1".
-    description = "shell"
-    #: A durable backend's shell outlives its connection: after a
-    #: connection_lost exit, reattach() can resume the same shell.
-    can_reattach = False
-    #: How long the shell's output may trail what open_terminal's script
-    #: reports at the same moment (they travel apart): nothing locally.
-    output_lag = 0.0
-    #: Where the session's files go, when the backend makes the directory
-    #: before bash starts (durable SSH, and local for its guard); else bash makes it.
-    preset_state_dir: str | None = None
-    #: A named session's shell outlives the kernel: close() leaves it running.
-    outlives_kernel = False
-    #: Set by start() when it attached to a named session's existing shell:
-    #: its output then flows only from open_output() on.
-    attached: Attached | None = None
-    #: Set by start() for the user's next cell, e.g. that a named session had
-    #: ended and a new shell was started in its place.
-    start_notice: str | None = None
+    capabilities = Capabilities()
 
     @abc.abstractmethod
-    def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
-        """Start bash and the thread(s) that read it.
+    def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> Started:
+        """Start bash and the thread(s) that read it; say what was done.
 
         The reader threads call on_output(stream, bytes) with the shell's
         output in order, and on_exit(ShellExit) exactly once when the shell
@@ -140,7 +150,7 @@ class Backend(abc.ABC):
 
         Raises SessionGone when the shell no longer exists, BackendError when
         the host cannot be reached."""
-        raise BackendError(f"the {self.description} backend cannot reattach")
+        raise BackendError(f"the {self.capabilities.description} backend cannot reattach")
 
     def open_connection(self) -> None:
         """Reach the shell's host for side commands only, starting no shell (to
@@ -159,7 +169,7 @@ class Backend(abc.ABC):
         A reader thread calls on_output with what the script writes to the
         terminal (and the terminal's echo), then on_output(b"") once when the
         terminal is gone. Raises BackendError when the host cannot give one."""
-        raise BackendError(f"the {self.description} backend has no terminals")
+        raise BackendError(f"the {self.capabilities.description} backend has no terminals")
 
     def sweep(self) -> None:
         """Remove what sessions lost with their host left there (state
@@ -205,6 +215,13 @@ def start_reader(name: str, loop: Callable[[], None], on_crash: Callable[[Except
     return thread
 
 
+def bash_argv(bash: str, clean: bool) -> list[str]:
+    """The interactive bash a backend runs: a login shell, or with --clean
+    none of the startup files. (Long options must come first: bash rejects
+    them after -i.)"""
+    return [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
+
+
 def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
@@ -218,32 +235,8 @@ class Contained:
         self.backend = backend
 
     @property
-    def description(self) -> str:
-        return self.backend.description
-
-    @property
-    def can_reattach(self) -> bool:
-        return self.backend.can_reattach
-
-    @property
-    def output_lag(self) -> float:
-        return self.backend.output_lag
-
-    @property
-    def preset_state_dir(self) -> str | None:
-        return self.backend.preset_state_dir
-
-    @property
-    def outlives_kernel(self) -> bool:
-        return self.backend.outlives_kernel
-
-    @property
-    def attached(self) -> Attached | None:
-        return self.backend.attached
-
-    @property
-    def start_notice(self) -> str | None:
-        return self.backend.start_notice
+    def capabilities(self) -> Capabilities:
+        return self.backend.capabilities
 
     def _call(self, verb: str, *args, **kwargs):
         try:
@@ -251,12 +244,13 @@ class Contained:
         except BackendError:
             raise
         except Exception as err:  # noqa: BLE001 - contained: becomes the session's error path
-            log.exception("the %s backend's %s failed", self.backend.description, verb)
-            raise BackendFault(f"the {self.backend.description} backend failed in {verb} "
+            description = self.backend.capabilities.description
+            log.exception("the %s backend's %s failed", description, verb)
+            raise BackendFault(f"the {description} backend failed in {verb} "
                                f"({describe_error(err)})") from err
 
-    def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
-        self._call("start", on_output, on_exit)
+    def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> Started:
+        return self._call("start", on_output, on_exit)
 
     def send(self, data: bytes) -> None:
         self._call("send", data)

@@ -13,25 +13,17 @@ import threading
 from typing import Callable
 
 from .. import shell
-from . import (Backend, BackendError, ExitCallback, OutputCallback, ShellExit, SideResult,
-               Terminal, describe_error, start_reader)
+from . import (Backend, BackendError, Capabilities, ExitCallback, OutputCallback, ShellExit,
+               SideResult, Started, Terminal, bash_argv, describe_error, start_reader)
+from .channel_backend import ChannelBackend
+from .channels import SideShell
+from .durable import LAUNCH_TIMEOUT, DurableShell
+from .local_processes import LocalChannels, default_signals, with_launch_environment
 from .local_terminal import LocalTerminal
-from .ssh import SSHBackend
 
 READ_SIZE = 1 << 16
 GUARD_SCRIPT = shell.script("guard.sh")
 REAP_SCRIPT = shell.script("reap.sh")
-
-
-def _default_signals() -> None:
-    """In the shell's process, before exec: every signal at its default and
-    none blocked, whatever the kernel inherited. A kernel started by
-    `jupyter lab &` in a script ignores SIGINT; an ignored signal stays
-    ignored across exec, bash cannot undo that, and Stop could then never
-    interrupt a cell (its processes would ignore SIGINT too)."""
-    for sig in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
-        signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 
 def _make_state_dir(tmpdir: str) -> str | None:
@@ -46,36 +38,20 @@ def _make_state_dir(tmpdir: str) -> str | None:
     return path
 
 
-# The virtualenv or conda environment active where Jupyter was started.
-LAUNCH_ENVIRONMENT = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV")
-
-
-def _with_launch_environment(env: dict | None) -> dict:
-    """The shell's environment, plus a copy of LAUNCH_ENVIRONMENT under
-    names that startup files leave alone (a login shell's /etc/profile resets
-    PATH, a conda hook in .bashrc activates another environment): after them,
-    session.bash makes these first on PATH again."""
-    env = dict(os.environ if env is None else env)
-    for name in LAUNCH_ENVIRONMENT:
-        if env.get(name):
-            env["__shell_kernel_launch_" + name] = env[name]
-    return env
-
-
 class LocalBackend(Backend):
-    description = "local"
+    capabilities = Capabilities(description="local")
 
     def __init__(self, bash: str = "bash", clean: bool = False, env: dict | None = None):
-        # Long options must come first: bash rejects them after -i.
-        self._argv = [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
+        self._argv = bash_argv(bash, clean)
         self._env = env
         self._proc: subprocess.Popen | None = None
         self._guard: subprocess.Popen | None = None
         self._reader: threading.Thread | None = None
         self._send_lock = threading.Lock()
+        self._state_dir: str | None = None  # made before bash starts, for the guard
 
-    def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> None:
-        self.preset_state_dir = _make_state_dir((self._env or os.environ).get("TMPDIR") or "/tmp")
+    def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> Started:
+        self._state_dir = _make_state_dir((self._env or os.environ).get("TMPDIR") or "/tmp")
         try:
             # A new session: terminal Ctrl-C aimed at the kernel never reaches
             # the shell, and the reaper can find double-forked daemons by sid.
@@ -85,15 +61,15 @@ class LocalBackend(Backend):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=_default_signals,
-                env=_with_launch_environment(self._env),
+                preexec_fn=default_signals,
+                env=with_launch_environment(self._env),
                 bufsize=0,
             )
             # Its own session too, so that a kill of the kernel's process
             # group (jupyter_client's) does not take the guard with it.
             self._guard = subprocess.Popen(
                 ["/bin/sh", "-c", GUARD_SCRIPT, "shell_kernel", REAP_SCRIPT,
-                 str(self._proc.pid), self.preset_state_dir or ""],
+                 str(self._proc.pid), self._state_dir or ""],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )
@@ -103,6 +79,7 @@ class LocalBackend(Backend):
         self._reader = start_reader(
             "shell-kernel-local-reader", lambda: self._read_loop(proc, on_output, on_exit),
             lambda err: on_exit(ShellExit(f"reading its output failed ({describe_error(err)})")))
+        return Started(preset_state_dir=self._state_dir)
 
     @staticmethod
     def _read_loop(proc: subprocess.Popen, on_output: OutputCallback, on_exit: ExitCallback) -> None:
@@ -152,11 +129,12 @@ class LocalBackend(Backend):
         try:
             done = subprocess.run(
                 ["/bin/sh", "-c", script, "shell_kernel", *args],
-                capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=timeout,
+                stdin=subprocess.DEVNULL,
             )
         except (OSError, subprocess.TimeoutExpired) as err:
             raise BackendError(f"side command failed: {err}") from err
-        return SideResult(done.returncode, done.stdout, done.stderr)
+        return SideResult(done.returncode, done.stdout)
 
     def open_terminal(self, script: str, args: list[str],
                       on_output: Callable[[bytes], None]) -> Terminal:
@@ -181,8 +159,8 @@ class LocalBackend(Backend):
         proc, self._proc = self._proc, None
         if proc is not None:
             self._end_shell(proc)
-        if self.preset_state_dir:  # reap.sh removed it, unless the shell never got going
-            shutil.rmtree(self.preset_state_dir, ignore_errors=True)
+        if self._state_dir:  # reap.sh removed it, unless the shell never got going
+            shutil.rmtree(self._state_dir, ignore_errors=True)
 
     def _end_shell(self, proc: subprocess.Popen) -> None:
         try:
@@ -209,161 +187,31 @@ class LocalBackend(Backend):
                 pass
 
 
-class LocalNamedBackend(SSHBackend):
+class LocalNamedBackend(ChannelBackend):
     """A named local session: bash runs detached, as a durable SSH session
     does on its host (launch.sh, spool.sh and relay.sh, run here with
-    /bin/sh), so that it outlives the kernel process. SSHBackend's durable
-    half drives it, through _LocalClient: each of its "channels" is a local
-    `sh -c COMMAND`, and the kernel's death closes their pipes as a dropped
-    connection closes channels."""
+    /bin/sh), so that it outlives the kernel process; durable.DurableShell
+    drives it over local processes (local_processes.LocalChannels)."""
 
     def __init__(self, session: str, take_over: bool = False, bash: str = "bash",
                  clean: bool = False, idle_timeout: float = 3600.0):
-        super().__init__(_HERE, clean=clean, bash=bash, durable=True, idle_timeout=idle_timeout,
-                         session=session, take_over=take_over)
-        self.description = f"local session {session}"
+        # Its output crosses the spool apart from the prompt terminal's reports.
+        self.capabilities = Capabilities(description=f"local session {session}",
+                                         can_reattach=True, output_lag=0.15,
+                                         outlives_kernel=True)
+        self._bash_argv = bash_argv(bash, clean)
+        channels = LocalChannels()
+        side = SideShell(channels.open, LAUNCH_TIMEOUT)
+        super().__init__(channels, DurableShell(channels, side, self._bash_argv, idle_timeout,
+                                                session, take_over), side)
 
     def _connect(self) -> None:
-        self._clients = [_LocalClient()]
-        self._side = None
+        pass  # this machine is always there
+
+    def _disconnect(self) -> None:
+        pass  # its channels are closed
 
     def open_terminal(self, script: str, args: list[str],
                       on_output: Callable[[bytes], None]) -> Terminal:
         return LocalTerminal([self._bash_argv[0], "-c", script, "shell_kernel", *args], on_output,
                              None)
-
-
-class _Here:
-    """This machine, where SSHBackend names its target in messages."""
-
-    @staticmethod
-    def describe() -> str:
-        return "this machine"
-
-
-_HERE = _Here()
-
-
-class _LocalClient:
-    """Stands in for a paramiko SSHClient: its transport opens local channels."""
-
-    def __init__(self):
-        self._active = True
-
-    def get_transport(self) -> "_LocalClient":
-        return self
-
-    def is_active(self) -> bool:
-        return self._active
-
-    def open_session(self, timeout: float | None = None) -> "_LocalChannel":
-        if not self._active:
-            raise OSError("closed")
-        return _LocalChannel()
-
-    def close(self) -> None:
-        self._active = False
-
-
-class _LocalChannel:
-    """`/bin/sh -c COMMAND` with the methods of a paramiko Channel that
-    SSHBackend uses. Reader threads fill a buffer per stream; fileno() is a
-    pipe that is readable while there is something to receive (or the
-    process ended), for select()."""
-
-    def __init__(self):
-        self._proc: subprocess.Popen | None = None
-        self._lock = threading.Lock()
-        self._buffers = {"stdout": bytearray(), "stderr": bytearray()}
-        self._wake_read, self._wake_write = os.pipe()
-        self._ended = threading.Event()
-        self.closed = False
-        self.exit_status = -1
-        self.exit_signal: str | None = None
-
-    def exec_command(self, command) -> None:
-        self._proc = subprocess.Popen(
-            ["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_default_signals, bufsize=0,
-            env=_with_launch_environment(None))  # a named session's shell starts through it
-        readers = [threading.Thread(target=self._read, args=(pipe, name), daemon=True,
-                                    name="shell-kernel-local-channel")
-                   for pipe, name in ((self._proc.stdout, "stdout"), (self._proc.stderr, "stderr"))]
-        for reader in readers:
-            reader.start()
-        threading.Thread(target=self._wait, args=(readers,), daemon=True,
-                         name="shell-kernel-local-channel").start()
-
-    def _read(self, pipe, name: str) -> None:
-        while data := pipe.read(READ_SIZE):
-            with self._lock:
-                self._buffers[name] += data
-                os.write(self._wake_write, b"x")
-
-    def _wait(self, readers) -> None:
-        for reader in readers:
-            reader.join()
-        status = self._proc.wait()
-        with self._lock:
-            if status < 0:
-                self.exit_signal = signal.Signals(-status).name.removeprefix("SIG")
-                status = 128 - status
-            self.exit_status = status
-            self._ended.set()
-            os.write(self._wake_write, b"x")
-
-    def fileno(self) -> int:
-        return self._wake_read
-
-    def _take(self, name: str, size: int) -> bytes:
-        with self._lock:
-            buffer = self._buffers[name]
-            data = bytes(buffer[:size])
-            del buffer[:size]
-            if not any(self._buffers.values()) and not self._ended.is_set():
-                os.set_blocking(self._wake_read, False)
-                try:
-                    while os.read(self._wake_read, 4096):
-                        pass
-                except BlockingIOError:
-                    pass
-            return data
-
-    def recv_ready(self) -> bool:
-        return bool(self._buffers["stdout"])
-
-    def recv_stderr_ready(self) -> bool:
-        return bool(self._buffers["stderr"])
-
-    def recv(self, size: int) -> bytes:
-        return self._take("stdout", size)
-
-    def recv_stderr(self, size: int) -> bytes:
-        return self._take("stderr", size)
-
-    def exit_status_ready(self) -> bool:
-        return self._ended.is_set()
-
-    def sendall(self, data: bytes) -> None:
-        if self._proc is None or self.closed:
-            raise OSError("the channel is closed")
-        self._proc.stdin.write(data)
-
-    def __del__(self) -> None:
-        # Not in close(): a reader may still be waiting in select() on it.
-        for fd in (self._wake_read, self._wake_write):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        """End-of-file on its input (a relay or a side shell then ends)."""
-        if self.closed:
-            return
-        self.closed = True
-        if self._proc is not None:
-            try:
-                self._proc.stdin.close()
-            except OSError:
-                pass

@@ -76,22 +76,21 @@ class Keeper:
         self.attachments = 0  # successful reattaches: an interrupt waits for the next
 
     # ------------------------------------------ the backend's capabilities
-    # Read here only, so that a change of the Backend interface is one place.
     @property
     def description(self) -> str:
-        return self.backend.description if self.backend else "shell"
+        return self.backend.capabilities.description if self.backend else "shell"
 
     @property
     def can_reattach(self) -> bool:
-        return self.backend is not None and self.backend.can_reattach
+        return self.backend is not None and self.backend.capabilities.can_reattach
 
     @property
     def outlives_kernel(self) -> bool:
-        return self.backend is not None and self.backend.outlives_kernel
+        return self.backend is not None and self.backend.capabilities.outlives_kernel
 
     @property
     def output_lag(self) -> float:
-        return self.backend.output_lag if self.backend else 0.0
+        return self.backend.capabilities.output_lag if self.backend else 0.0
 
     # ----------------------------------------------------------- liveness
     def shell_lost(self, ended: ShellExit) -> bool:
@@ -132,15 +131,14 @@ class Keeper:
             self.startup_output = b""
         self.backend = backend
         try:
-            backend.start(lambda stream, data: self.on_output(generation, stream, data),
-                          lambda ended: self._events.push(Exited(generation, ended)))
-            # What start() did: read here only (see Backend.start).
-            attached, preset_state_dir = backend.attached, backend.preset_state_dir
-            self.start_notice = backend.start_notice
-            if attached is not None:
-                return self._adopt(attached)
+            started = backend.start(lambda stream, data: self.on_output(generation, stream, data),
+                                    lambda ended: self._events.push(Exited(generation, ended)))
+            self.start_notice = started.notice
+            if started.attached is not None:
+                return self._adopt(started.attached)
             script = protocol.session_script(token, self.options.snapshot_exports,
-                                             preset_state_dir, restore, tty=self.options.tty)
+                                             started.preset_state_dir, restore,
+                                             tty=self.options.tty)
             backend.send(protocol.bootstrap_lines(script))
         except BackendError as err:
             self.discard_backend(backend)

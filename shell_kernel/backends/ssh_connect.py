@@ -1,0 +1,209 @@
+"""SSH connection set-up, as OpenSSH does it: ssh_config's target (see
+ssh_target), ProxyJump hosts or a ProxyCommand, host keys checked against
+known_hosts, public-key login, the transport's preferences, and the
+"exit-signal" request that paramiko drops.
+
+Runs on the thread that connects (the session's caller or launch thread).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+
+import paramiko
+
+from . import BackendError
+from . import known_hosts
+from .proxy_command import ProxyCommandSocket
+from .ssh_auth import KeyLogin
+from .ssh_target import SSHTarget, TargetError
+
+log = logging.getLogger("shell_kernel.ssh")
+
+CONNECT_TIMEOUT = 15.0
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    return f"{key.get_name()} {key.fingerprint}"
+
+
+class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
+    """Every host key is checked here, as OpenSSH checks it: paramiko is given no known
+    keys, so it hands each one over. A revoked or changed key is refused; an unknown one
+    is refused, or recorded when the user opted in."""
+
+    def __init__(self, target: SSHTarget, known: known_hosts.KnownHosts, accept_new: bool):
+        self._target = target
+        self._known = known
+        self._accept_new = accept_new
+
+    def missing_host_key(self, client, hostname, key):
+        target, name = self._target, self._target.known_hosts_name
+        revoked = self._known.revocation(name, key)
+        if revoked:
+            raise BackendError(
+                f"The SSH host key of {name} ({fingerprint(key)}) is revoked (@revoked in "
+                f"{revoked.where}), so it must never be accepted and nothing was sent. The "
+                "host's administrator has to give the host a new key; check its fingerprint "
+                "with them, then record it in known_hosts.")
+        if self._known.entry(name, key):
+            return
+        expected = self._known.same_type_entries(name, key)
+        if expected:
+            raise BackendError(
+                f"WARNING: the SSH host key of {name} has CHANGED: it is now {fingerprint(key)}, "
+                f"but {expected[0].where} holds {expected[0].fingerprint}. This can mean someone "
+                "is intercepting the connection, or that the host was reinstalled. Nothing was "
+                "sent. If the change is expected, remove the old key with "
+                f"`ssh-keygen -R '{name}'` and verify the new one before connecting again.")
+        if not self._accept_new:
+            files = target.known_hosts_files + target.global_known_hosts_files
+            raise BackendError(
+                f"The SSH host key of {name} ({fingerprint(key)}) is not in {', '.join(files)}, "
+                "so the host cannot be verified and nothing was sent. Check the fingerprint "
+                "with the host's administrator, then either connect once with "
+                f"`ssh -p {target.port} {target.user}@{target.hostname}` and accept it, or "
+                "reinstall this kernelspec with --accept-new-host-key to record it on first "
+                "connection.")
+        known_hosts.record(target.known_hosts_files[0], name, key, target.hash_known_hosts)
+        log.warning("recorded new host key for %s in %s: %s", name, target.known_hosts_files[0],
+                    fingerprint(key))
+
+
+def connect(target: SSHTarget, accept_new_host_key: bool = False,
+            resolve_jump=None) -> list[paramiko.SSHClient]:
+    """Open an authenticated connection, through ProxyJump hosts or a ProxyCommand if
+    configured. Raises only BackendError, whose message is for the user.
+
+    Returns the clients, the last one being the target's (earlier ones
+    carry its traffic and must stay open). `resolve_jump` maps a ProxyJump
+    entry to an SSHTarget.
+    """
+    try:
+        return _connect(target, accept_new_host_key, resolve_jump, [target.alias])
+    except BackendError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the user gets a message, the log the traceback
+        log.exception("connecting to %s", target.describe())
+        raise BackendError(f"could not connect to {target.describe()}: {err!r}") from None
+
+
+def _connect(target: SSHTarget, accept_new_host_key: bool, resolve_jump,
+             chain: list[str]) -> list[paramiko.SSHClient]:
+    clients: list[paramiko.SSHClient] = []
+    sock = None
+    try:
+        if target.proxy_jump:
+            clients, sock = _through_jump_hosts(target, accept_new_host_key, resolve_jump, chain)
+        elif target.proxy_command:
+            sock = ProxyCommandSocket.start(target.proxy_command)
+        clients.append(_login(target, accept_new_host_key, sock))
+        return clients
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        for client in reversed(clients):
+            client.close()
+        raise
+
+
+def _through_jump_hosts(target: SSHTarget, accept_new_host_key: bool, resolve_jump,
+                        chain: list[str]) -> tuple[list[paramiko.SSHClient], paramiko.Channel]:
+    """`ProxyJump a,b`: the target through b, and b through `ProxyJump a` whatever b's
+    own config says, as OpenSSH does. Returns the hops' clients and the channel to the target."""
+    *earlier, last = [hop.strip() for hop in target.proxy_jump.split(",")]
+    jump = _jump_host(last, target, resolve_jump, chain)
+    if earlier:
+        jump.proxy_jump, jump.proxy_command = ",".join(earlier), None
+    clients = _connect(jump, accept_new_host_key, resolve_jump, chain + [jump.alias])
+    try:
+        channel = clients[-1].get_transport().open_channel(
+            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0),
+            timeout=CONNECT_TIMEOUT)
+    except (paramiko.SSHException, OSError) as err:
+        for client in reversed(clients):
+            client.close()
+        raise BackendError(f"the jump host {jump.describe()} could not reach "
+                           f"{target.hostname}:{target.port}: {err}") from None
+    return clients, channel
+
+
+def _jump_host(name: str, target: SSHTarget, resolve_jump, chain: list[str]) -> SSHTarget:
+    if resolve_jump is None:
+        raise BackendError(f"ProxyJump {target.proxy_jump} given but cannot be resolved")
+    try:
+        jump = resolve_jump(name)
+    except TargetError as err:
+        raise BackendError(f"the ProxyJump host {name!r} of {target.describe()} cannot be "
+                           f"used: {err}") from None
+    if jump.alias in chain:
+        raise BackendError(f"ProxyJump goes round in a loop ({' -> '.join(chain + [jump.alias])}). "
+                           "Fix ProxyJump in your ssh config, e.g. keep the jump host out of a "
+                           "`Host *` block that sets it.")
+    return jump
+
+
+def _login(target: SSHTarget, accept_new_host_key: bool, sock) -> paramiko.SSHClient:
+    known = known_hosts.KnownHosts.read(target.known_hosts_files + target.global_known_hosts_files)
+    client = paramiko.SSHClient()
+    client.set_missing_host_key_policy(_KnownHostsPolicy(target, known, accept_new_host_key))
+    try:
+        client.connect(
+            target.hostname, port=target.port, username=target.user, sock=sock,
+            timeout=CONNECT_TIMEOUT, banner_timeout=CONNECT_TIMEOUT,
+            auth_timeout=CONNECT_TIMEOUT, auth_strategy=KeyLogin(target),
+            transport_factory=functools.partial(
+                _transport_preferring, known.key_types(target.known_hosts_name)),
+        )
+    except BackendError:
+        client.close()
+        raise
+    except (paramiko.SSHException, OSError, EOFError) as err:
+        reason = sock.failure() if isinstance(sock, ProxyCommandSocket) else None
+        client.close()
+        raise BackendError(f"could not connect to {target.describe()}: {reason or err}") from None
+    return client
+
+
+# Host key algorithms whose keys known_hosts lists under another type name.
+_KEY_TYPE_OF_ALGORITHM = {"rsa-sha2-512": "ssh-rsa", "rsa-sha2-256": "ssh-rsa"}
+
+
+def _transport_preferring(key_types: set[str], sock, **options) -> paramiko.Transport:
+    """A Transport that asks first for the host key types known_hosts holds for the host,
+    as OpenSSH does, so a host with several keys shows the one on file."""
+    transport = paramiko.Transport(sock, **options)
+    security = transport.get_security_options()
+    known = [a for a in security.key_types if _KEY_TYPE_OF_ALGORITHM.get(a, a) in key_types]
+    security.key_types = known + [a for a in security.key_types if a not in known]
+    # AES-GCM first (OpenSSH offers it by default): its tag is checked inside
+    # OpenSSL, where paramiko compares a MAC byte by byte in Python for every
+    # packet: a large part of the fleet runner's CPU per host.
+    aead = [c for c in security.ciphers if c.endswith("-gcm@openssh.com")]
+    security.ciphers = aead + [c for c in security.ciphers if c not in aead]
+    return transport
+
+
+def _channel_request(channel: paramiko.Channel, message: paramiko.Message) -> None:
+    """paramiko drops the "exit-signal" request (RFC 4254, 6.10), so a remote
+    shell killed by a signal would have no exit status; record 128+signal."""
+    start = message.packet.tell()
+    if message.get_text() == "exit-signal":
+        message.get_boolean()  # want_reply: never set for exit-signal
+        name = message.get_text()
+        channel.exit_signal = name
+        channel.exit_status = 128 + getattr(signal, f"SIG{name}", 0)
+        channel.status_event.set()
+        return
+    message.packet.seek(start)
+    paramiko.Channel._handle_request(channel, message)
+
+
+def record_exit_signals(transport: paramiko.Transport) -> None:
+    # An instance attribute: only this connection's channels are affected.
+    transport._channel_handler_table = {
+        **paramiko.Transport._channel_handler_table,
+        paramiko.common.MSG_CHANNEL_REQUEST: _channel_request,
+    }

@@ -1,0 +1,318 @@
+"""The durable layer (shell_kernel.backends.durable) over scripted channels:
+relay headers, resume offsets, delivery, acknowledgements, relay restart,
+the end of a relay, and the named open. No host, no sshd, no timeouts."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from scripted_channels import ScriptedChannels, ScriptedHost, ScriptedSh
+from shell_kernel.backends import BackendError, SessionGone, SessionTaken, ShellExit
+from shell_kernel.backends.channel_shell import DirectShell
+from shell_kernel.backends.channels import SideShell
+from shell_kernel.backends.durable import (RELAY_RESTART, RELAY_SHELL_ENDED, RELAY_TAKEN,
+                                           DurableShell, RelayHeaders)
+
+WITHIN = 5.0  # a liveness bound: every wait here ends as soon as its event comes
+
+
+class Received:
+    """on_output and on_exit, with events to wait on."""
+
+    def __init__(self):
+        self.chunks: list[tuple[str, bytes]] = []
+        self.exits: list[ShellExit] = []
+        self.ended = threading.Event()
+        self._changed = threading.Condition()
+
+    def on_output(self, stream: str, data: bytes) -> None:
+        with self._changed:
+            self.chunks.append((stream, data))
+            self._changed.notify_all()
+
+    def on_exit(self, ended: ShellExit) -> None:
+        self.exits.append(ended)
+        self.ended.set()
+
+    def text(self, stream: str) -> bytes:
+        return b"".join(data for name, data in self.chunks if name == stream)
+
+    def wait_for(self, stream: str, data: bytes) -> None:
+        with self._changed:
+            assert self._changed.wait_for(lambda: data in self.text(stream), WITHIN), self.chunks
+
+    def exit(self) -> ShellExit:
+        assert self.ended.wait(WITHIN), "no exit reported"
+        return self.exits[0]
+
+
+def durable(host: ScriptedHost | None = None, session: str | None = None, take_over=False):
+    host = host or ScriptedHost()
+    channels = ScriptedChannels(host)
+    side = SideShell(channels.open, 1.0)
+    shell = DurableShell(channels, side, ["bash", "-l", "-i"], 60, session, take_over)
+    return shell, channels, host
+
+
+def started(host: ScriptedHost | None = None, session: str | None = None):
+    shell, channels, host = durable(host, session)
+    received = Received()
+    result = shell.start(received.on_output, received.on_exit)
+    return shell, channels, host, received, result
+
+
+# ------------------------------------------------------------ relay headers
+def test_headers_drop_startup_noise_and_give_the_stream_offset():
+    headers = RelayHeaders()
+    tag = headers.marker.encode()
+    assert headers.feed("stdout", b"welcome from .bashrc\n" + tag + b":120\nout") == (120, b"out")
+    assert headers.feed("stdout", b"more") == (None, b"more")  # past its header
+
+
+def test_a_header_split_across_reads_is_put_together():
+    headers = RelayHeaders()
+    tag = headers.marker.encode() + b":7\n"
+    assert headers.feed("stderr", b"noise " + tag[:5]) == (None, b"")
+    assert headers.feed("stderr", tag[5:-2]) == (None, b"")
+    assert headers.feed("stderr", tag[-2:] + b"err") == (7, b"err")
+    assert headers.feed("stdout", tag + b"x") == (7, b"x")  # each stream has its own
+
+
+# ----------------------------------------------------- start and delivery
+def test_start_launches_the_shell_and_relays_from_offset_zero():
+    shell, channels, host, received, result = started()
+    assert (result.preset_state_dir, result.attached, result.notice) == (host.state_dir, None, None)
+    assert host.calls_of("launch", "start")[0][1:3] == ["60", str(4 << 20)]
+    relay = channels.relay(1)
+    assert relay.words[4:6] == [host.state_dir, str(host.pid)] and relay.offsets == (0, 0)
+    relay.headers(noise=b"stty: not a tty\n").play("stdout", b"hello\n").play("stderr", b"oops\n")
+    received.wait_for("stdout", b"hello\n")
+    received.wait_for("stderr", b"oops\n")
+    assert b"stty" not in received.text("stdout")
+    shell.send(b"echo hi\n")
+    assert relay.sent == [b"echo hi\n"]
+
+
+def test_output_before_its_header_is_not_the_sessions():
+    shell, channels, host, received, _ = started()
+    relay = channels.relay(1)
+    relay.play("stdout", b"conda banner\n").headers().play("stdout", b"real\n")
+    received.wait_for("stdout", b"real\n")
+    assert received.text("stdout") == b"real\n"
+
+
+def test_output_of_a_replaced_relay_is_dropped():
+    shell, channels, host, received, _ = started()
+    old = channels.relay(1)
+    old.headers().play("stdout", b"before\n")
+    received.wait_for("stdout", b"before\n")
+    shell.detach()  # the connection goes
+    old.play("stdout", b"late\n").end()
+    shell.reattach()
+    channels.relay(2).headers().play("stdout", b"after\n")
+    received.wait_for("stdout", b"after\n")
+    assert received.text("stdout") == b"before\nafter\n" and not received.exits
+
+
+# ------------------------------------------------------------ resume offsets
+def test_reattach_resumes_each_stream_where_delivery_stopped():
+    shell, channels, host, received, _ = started()
+    first = channels.relay(1)
+    first.headers().play("stdout", b"12345").play("stderr", b"ab")
+    received.wait_for("stderr", b"ab")
+    first.end()  # no status: the connection was lost
+    assert received.exit().connection_lost
+    shell.detach()
+    shell.reattach()
+    assert host.calls_of("launch", "alive")[0] == ["alive", host.state_dir, str(host.pid)]
+    second = channels.relay(2)
+    assert second.offsets == (5, 2)
+    second.headers().play("stdout", b"678")
+    received.wait_for("stdout", b"12345678")
+
+
+def test_a_gap_the_host_dropped_is_told_and_skipped():
+    shell, channels, host, received, _ = started()
+    relay = channels.relay(1)
+    relay.headers(out=1000).play("stdout", b"x")
+    received.wait_for("stdout", b"x")
+    assert b"1,000 bytes of stdout were dropped on scripted-host" in received.text("stderr")
+    relay.end()
+    received.exit()
+    shell.detach()
+    shell.reattach()
+    assert channels.relay(2).offsets == (1001, 0)
+
+
+@pytest.mark.parametrize("answer, error", [("gone", SessionGone), ("taken 1700000000", SessionTaken)])
+def test_reattach_to_a_session_that_is_gone_or_taken(answer, error):
+    shell, channels, host, received, _ = started()
+    host.alive = answer
+    with pytest.raises(error):
+        shell.reattach()
+    assert len(channels.relays) == 1
+
+
+def test_a_link_that_cannot_open_a_relay_fails_reattach_for_the_user():
+    shell, channels, host, received, _ = started()
+    channels.active = False  # the side shell is open already: the relay's channel fails
+    with pytest.raises(BackendError, match="could not reattach: the link is down"):
+        shell.reattach()
+
+
+# ---------------------------------------------------------- acknowledgements
+def test_received_output_has_the_host_drop_its_spool_files():
+    shell, channels, host, received, _ = started()
+    channels.relay(1).headers().play("stdout", b"abc").play("stderr", b"de")
+    assert host.dropped.wait(WITHIN)
+    drop = host.calls_of("spool")[0]
+    assert drop[0] == "drop" and drop[1] == f"{host.state_dir}/out" and drop[3] == f"{host.state_dir}/err"
+    assert len(drop) == 5  # no owner: an unnamed session
+    assert shell.received() is None  # only a named session's host keeps count
+
+
+def test_a_named_session_acknowledges_only_when_asked():
+    host = ScriptedHost()
+    host.open_answers.append(f"new - {host.pid} {host.state_dir}")
+    shell, channels, host, received, _ = started(host, session="work")
+    relay = channels.relay(1)
+    assert relay.owner and relay.words[12] == str(RELAY_TAKEN)
+    relay.headers().play("stdout", b"abc").play("stderr", b"d")
+    received.wait_for("stderr", b"d")
+    assert not host.calls_of("spool")  # nothing acknowledged on delivery
+    mark = shell.received()
+    assert mark == (3, 1)
+    shell.acknowledge(mark)
+    drop = host.calls_of("spool")[0]
+    assert (drop[2], drop[4], drop[5]) == ("3", "1", relay.owner)
+
+
+# ------------------------------------------------------------- relay restart
+def test_a_relay_that_fell_behind_is_restarted_from_the_offsets():
+    shell, channels, host, received, _ = started()
+    first = channels.relay(1)
+    first.headers().play("stdout", b"0123456789")
+    received.wait_for("stdout", b"0123456789")
+    first.end(RELAY_RESTART)
+    second = channels.relay(2)
+    assert second.offsets == (10, 0)
+    second.headers(out=50).play("stdout", b"later\n")
+    received.wait_for("stdout", b"later\n")
+    assert b"40 bytes of stdout were dropped" in received.text("stderr")
+    assert not received.exits  # the shell never ended
+    shell.send(b"next\n")
+    assert second.sent == [b"next\n"]
+
+
+def test_a_relay_that_cannot_be_restarted_is_a_lost_connection():
+    shell, channels, host, received, _ = started()
+    first = channels.relay(1)
+    first.headers()
+    channels.active = False
+    first.end(RELAY_RESTART)
+    ended = received.exit()
+    assert ended.connection_lost and ended.reason == "the scripted link to scripted-host was lost"
+
+
+# ------------------------------------------------------------ how it ended
+def test_the_shell_ending_is_told_with_its_status():
+    host = ScriptedHost()
+    host.status = "3"
+    shell, channels, host, received, _ = started(host)
+    channels.relay(1).headers().end(RELAY_SHELL_ENDED)
+    assert received.exit() == ShellExit("exited with status 3", 3)
+    assert host.calls_of("launch", "status") == [["status", host.state_dir]]
+
+
+def test_a_named_session_taken_over_is_told_so():
+    host = ScriptedHost()
+    host.open_answers.append(f"new - {host.pid} {host.state_dir}")
+    shell, channels, host, received, _ = started(host, session="work")
+    channels.relay(1).headers().end(RELAY_TAKEN)
+    ended = received.exit()
+    assert "taken over by another kernel" in ended.reason and ended.connection_lost
+
+
+def test_closed_by_the_kernel_stops_a_shell_it_launched():
+    shell, channels, host, received, _ = started()
+    relay = channels.relay(1)
+    shell.close()
+    assert host.calls_of("launch", "stop") == [["stop", host.state_dir]]
+    relay.end(-1)
+    assert received.exit() == ShellExit("closed by the kernel")
+
+
+# ------------------------------------------------------------- named open
+def test_opening_a_named_session_that_exists_attaches_without_output():
+    host = ScriptedHost()
+    host.open_answers.append(
+        f"attached {host.pid} 999 abcdef 5.2.21 30 4 40 4 7 1700000000 6 0 {host.state_dir}")
+    shell, channels, host, received, result = started(host, session="work")
+    assert result.attached.shell_pid == 999 and result.attached.running
+    assert result.attached.backlog and result.preset_state_dir == host.state_dir
+    assert not channels.relays  # its output starts with open_output
+    shell.open_output()
+    assert channels.relay(1).offsets == (30, 4)
+
+
+def test_an_ended_named_session_is_replaced_and_said_so():
+    host = ScriptedHost()
+    host.open_answers.append(f"new 137 {host.pid} {host.state_dir}")
+    *_, result = started(host, session="work")
+    assert "had ended while no kernel was attached" in result.notice
+    assert "status 137" in result.notice
+
+
+def test_a_named_session_left_half_set_up_is_stopped_and_opened_again():
+    host = ScriptedHost()
+    host.open_answers += [f"attached 11 - - - 0 0 0 0 0 - 0 0 /tmp/half",
+                          f"new - {host.pid} {host.state_dir}"]
+    shell, channels, host, received, result = started(host, session="work")
+    assert host.calls_of("launch", "stop") == [["stop", "/tmp/half"]]
+    assert result.preset_state_dir == host.state_dir and channels.relay(1)
+
+
+def test_a_named_session_held_by_another_kernel_is_refused():
+    host = ScriptedHost()
+    host.open_answers.append("held 1700000000")
+    shell, channels, host = durable(host, session="work")
+    with pytest.raises(SessionTaken, match="in use by another kernel"):
+        shell.start(Received().on_output, Received().on_exit)
+
+
+# ------------------------------------------------------------- side shell
+def test_the_side_shell_skips_rc_noise_and_reads_the_status():
+    answers = iter([(0, b""), (2, b"line one\nline two\n")])
+    sh = ScriptedSh(b"exec sh", lambda words: next(answers), noise=b"Welcome!\n")
+    side = SideShell(lambda command: sh, 1.0)
+    result = side.run("exit 2", ["a b"], 1.0)
+    assert (result.status, result.stdout) == (2, "line one\nline two\n")
+    assert b"'a b'" in sh.sent[-1]
+
+
+def test_a_side_command_that_does_not_answer_fails_at_its_timeout():
+    sh = ScriptedSh(b"exec sh", lambda words: (0, b""))
+    side = SideShell(lambda command: sh, 1.0)
+    side.open()
+    sh.send = lambda data: sh.sent.append(data)  # from now on the shell says nothing
+    with pytest.raises(BackendError, match="did not finish"):
+        side.run("sleep 9", [], 0.0)
+
+
+# ------------------------------------------------------------- direct shell
+@pytest.mark.parametrize("status, signal, expected", [
+    (3, None, ShellExit("exited with status 3", 3)),
+    (137, "KILL", ShellExit("killed by SIGKILL", 137)),
+    (-1, None, ShellExit("the scripted link to scripted-host was lost", connection_lost=True)),
+])
+def test_a_direct_shell_tells_how_it_ended(status, signal, expected):
+    channels = ScriptedChannels(ScriptedHost())
+    opened = []
+    channels.open = lambda command: opened.append(ScriptedSh(command, None)) or opened[-1]
+    shell, received = DirectShell(channels, ["bash", "-i"]), Received()
+    shell.start(received.on_output, received.on_exit)
+    assert opened[0].command == b"exec bash -i"
+    opened[0].play("stdout", b"out").end(status, signal)
+    assert received.exit() == expected and received.text("stdout") == b"out"
