@@ -53,8 +53,6 @@ by close(). All of these may be read anywhere.
 """
 
 from .core import ShellSession
-from .events import MAX_QUEUED_BYTES
 from .types import CellRecord, Options, RunningCell, SessionError, ShellInfo
 
-__all__ = ["CellRecord", "MAX_QUEUED_BYTES", "Options", "RunningCell", "SessionError",
-           "ShellInfo", "ShellSession"]
+__all__ = ["CellRecord", "Options", "RunningCell", "SessionError", "ShellInfo", "ShellSession"]

@@ -10,9 +10,10 @@ Which thread writes what (the package docstring has the whole table):
   scanners and noise under the events' condition;
 - the pump: ready, ready_fields, startup_output (the start's answer);
 - up, lost and attachments (whether the shell is up, why not, how many
-  reattaches) change together under _liveness: lost() by the pump,
-  back()/set_lost() by whichever thread brings the shell back. All may
-  be read anywhere.
+  reattaches) change only under _liveness: shell_lost() and shell_up()
+  on its ready frame by the pump; set_lost(), shell_up() and the
+  reattach's count by whichever thread brings the shell back (the
+  caller, the reattach thread). All may be read anywhere.
 - backend threads (readers) call on_output(), which reads scanners only.
 """
 
@@ -107,6 +108,14 @@ class Keeper:
         with self._liveness:
             self.lost = lost
 
+    def shell_up(self, up: bool = True) -> None:
+        """The shell answered its start (or was adopted), or it is given up."""
+        with self._liveness:
+            if up:
+                self.up.set()
+            else:
+                self.up.clear()
+
     def _reattached(self) -> None:
         with self._liveness:
             self.lost = None
@@ -169,7 +178,7 @@ class Keeper:
         self.info = ShellInfo(attached.shell_pid, attached.bash_version, attached.state_dir)
         self.catch_up_due = attached
         self.ready.set()
-        self.up.set()
+        self.shell_up()
         log.info("attached to session %s: pid %s, state dir %s", attached.name,
                  attached.shell_pid, attached.state_dir)
         self.token = attached.token
@@ -206,7 +215,7 @@ class Keeper:
                 self._events.push(FrameSeen(generation, item, mark))
 
     def discard_backend(self, backend: Contained) -> None:
-        self.up.clear()
+        self.shell_up(False)
         self.input.close()
         try:
             backend.close()

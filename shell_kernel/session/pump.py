@@ -189,7 +189,7 @@ class Pump:
         keeper = self._keeper
         keeper.ready_fields[frame.stream] = frame
         if "stdout" in keeper.ready_fields and "stderr" in keeper.ready_fields:
-            keeper.up.set()
+            keeper.shell_up()
             keeper.ready.set()
 
     def _on_barrier(self, frame: protocol.BarrierFrame) -> None:
