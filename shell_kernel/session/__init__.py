@@ -8,16 +8,18 @@ sockets, and reaches the shell only through a Backend's verbs.
 Modules: types (values), events (the pump's events and queue), cell_input
 (what cells read), keeper (the current shell and its backend's lifecycle),
 pump (the consuming thread), catch_up (a named session's first cell), core
-(ShellSession, the caller's API). Imports go one way: core -> catch_up ->
-pump -> keeper -> events, cell_input -> types.
+(ShellSession, the caller's API). Imports go one way: core imports the
+others; pump and catch_up import keeper; keeper imports cell_input, events
+and types; nothing here imports core.
 
 Threads, what each runs, and what it owns (docs/architecture.md, "Threads",
 has the same table):
 
 - caller (the kernel's shell handler; "shell-kernel-start", the launch
   thread, for the first start; a fleet worker): ShellSession.start, run,
-  query, close, serialised by the run lock (close takes it only to ask an
-  idle shell to end itself). Owns _seq, _query_seq, and the keeper's
+  query, close, serialised by the run lock (a cell sent during the start
+  waits for it; a query before the shell is up answers None at once;
+  close takes it only to ask an idle shell to end itself). Owns _seq, _query_seq, and the keeper's
   current shell: backend, info, token, generation, scanners, noise, the
   cell input, last_cwd; sets the pump's cell under the events' condition.
 - "shell-kernel-pump" (pump.Pump): every event, in order. Owns the
