@@ -4,15 +4,22 @@ the error (ename, evalue, traceback) that a frontend shows."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .session import CellRecord
+from typing import Protocol
 
 # Longer commands are cut; bash cuts them at 200 characters too.
 MAX_COMMAND = 200
 
 _WORD_BREAK = re.compile(r"[\s;&|(){}]+")
+
+
+class _Record(Protocol):
+    """The fields of a session.CellRecord that cell_error reads (the session
+    imports this module, so this one names what it needs instead)."""
+    exit_code: int | None
+    interrupted: bool
+    shell_lost: str | None
+    command: str | None
+    line: int | None
 
 
 def failed_command(source: str, line: int | None, command: str | None
@@ -35,7 +42,7 @@ def failed_command(source: str, line: int | None, command: str | None
     return (text[:MAX_COMMAND] or command), line
 
 
-def cell_error(result: CellRecord) -> tuple[str, str, str] | None:
+def cell_error(result: _Record) -> tuple[str, str, str] | None:
     """(ename, evalue, summary) of a failed cell, None for a success; the
     traceback line a frontend shows is "ename: summary"."""
     if result.shell_lost:

@@ -4,24 +4,30 @@ Terminal semantics are the model: SIGINT to the cell's processes and the
 shell first (an interactive bash abandons the command line and keeps its
 state); then SIGTERM and SIGKILL to what is left of the cell's process tree;
 and if the shell still does not come back (it ignores SIGINT), it is
-replaced. Everything here runs on the interrupt thread and reaches the
-host only through the backend's side command.
+replaced. Everything here runs on the interrupt thread (one per interrupt,
+"shell-kernel-interrupt", started by ShellSession.interrupt) and reaches the
+host only through the backend's side command; it writes no session state,
+and tells the session what happened through the Interrupter's callbacks.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
-from . import shell
+from . import protocol, shell
 from .backends import Backend, BackendError
 
 log = logging.getLogger("shell_kernel.interrupts")
 
 REAP_SCRIPT = shell.script("reap.sh")
+# An interrupt of a named session's cell waits this long for a shutdown
+# request that would make it jupyter_client's own (see Interrupter._closed_soon).
+SHUTDOWN_AFTER_INTERRUPT = 0.5
 
 
 class Reaper:
@@ -124,3 +130,89 @@ class Escalation:
         if self._reaper.signal_leftovers("TERM", noted):
             time.sleep(0.3)
             self._reaper.signal_leftovers("KILL", noted)
+
+
+class Shell(Protocol):
+    """What an interrupt needs of the session's current shell (session.keeper.Keeper)."""
+    backend: Backend | None
+    up: threading.Event  # set while the shell is up
+    attachments: int  # reattaches so far
+    can_reattach: bool
+    outlives_kernel: bool
+
+    def reaper(self) -> Reaper | None: ...
+
+
+class Interrupter:
+    """Interrupts running cells, each on a thread of its own (run(cell)).
+
+    cell: the session's RunningCell (seq, generation, catch_up, done).
+    closing(): the session is shutting down. report(cell, result): the
+    outcome, when the session must act on it (the shell is to be replaced,
+    or the host is out of reach). suspect(cell): a side channel failed on a
+    live connection, to be treated as a dropped one (the session then
+    reconnects). finished(cell): this interrupt is over.
+    """
+
+    def __init__(self, shell: Shell, grace: float, reattach_timeout: float,
+                 closing: Callable[[], bool], report: Callable[[object, EscalationResult], None],
+                 suspect: Callable[[object], None], finished: Callable[[object], None]):
+        self._shell = shell
+        self._grace = grace
+        self._reattach_timeout = reattach_timeout
+        self._closing = closing
+        self._report = report
+        self._suspect = suspect
+        self._finished = finished
+
+    def run(self, cell) -> None:
+        try:
+            if self._shell.outlives_kernel and self._closed_soon():
+                return  # a named session's cell outlives the kernel (see _closed_soon)
+            result = self._escalate(cell)
+            if result.outcome is Outcome.REPLACE:
+                self._report(cell, result)
+                self._shell.reaper().stop_everything()  # the shell's end then ends the cell
+            elif result.outcome is Outcome.UNREACHABLE:
+                log.warning("interrupt of cell %d failed: %s", cell.seq, result.error)
+                self._report(cell, result)
+        finally:
+            self._finished(cell)  # a later interrupt of this cell may try again
+
+    def _closed_soon(self) -> bool:
+        """jupyter_client interrupts a kernel before every shutdown and restart
+        (KernelManager.shutdown_kernel), and the shutdown request follows at
+        once: True if it comes within SHUTDOWN_AFTER_INTERRUPT seconds."""
+        deadline = time.monotonic() + SHUTDOWN_AFTER_INTERRUPT
+        while time.monotonic() < deadline:
+            if self._closing():
+                return True
+            time.sleep(0.02)
+        return self._closing()
+
+    def _escalate(self, cell) -> EscalationResult:
+        attachments = self._shell.attachments
+        backend, reaper = self._shell.backend, self._shell.reaper()
+        resend = protocol.post_line(cell.seq) + (
+            protocol.barrier_line(cell.catch_up) if cell.catch_up else b"")
+        result = Escalation(reaper, lambda: backend.send(resend),
+                            cell.done.wait, self._grace).run()
+        if result.outcome is Outcome.UNREACHABLE and self._shell.can_reattach \
+                and self._wait_reattached(cell, attachments):
+            # The same shell, through a new connection: interrupt it now.
+            return self._escalate(cell)
+        return result
+
+    def _wait_reattached(self, cell, attachments: int) -> bool:
+        """Wait while a durable session reconnects; True once it did, with the
+        cell still running. A side channel that failed on a live connection
+        is treated as a dropped connection, so that the session reconnects."""
+        if self._shell.up.is_set() and not cell.done.is_set():
+            self._suspect(cell)
+        deadline = time.monotonic() + self._reattach_timeout
+        while not cell.done.wait(0.1):
+            if self._shell.attachments != attachments and self._shell.up.is_set():
+                return True
+            if time.monotonic() > deadline:
+                break
+        return False

@@ -5,7 +5,7 @@ KernelConfig fields and the kernelspec argv; session.Options takes its
 defaults from here. Adding an option is adding one entry to OPTIONS.
 
 Nothing from the rest of the package is imported at the top, so that
-session.py can take its defaults from here.
+session/types.py can take its defaults from here.
 """
 
 from __future__ import annotations

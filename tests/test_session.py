@@ -63,7 +63,7 @@ class Harness:
 
     def wait_running(self) -> None:
         deadline = time.monotonic() + 10
-        while self.session._cell is None:
+        while self.session._pump.cell is None:
             assert time.monotonic() < deadline, "the cell did not start"
             time.sleep(0.01)
 
@@ -189,7 +189,7 @@ def test_an_unknown_event_is_a_logged_bug_not_an_exit(fake, caplog):
     thread, box = h.run_in_thread("x")
     h.wait_running()
     with caplog.at_level(logging.ERROR, logger="shell_kernel.session"):
-        h.session._push(MadeUpEvent(h.session._generation))
+        h.session._events.push(MadeUpEvent(h.session._keeper.generation))
         time.sleep(0.2)
     assert thread.is_alive(), "an unknown event ended the cell"
     assert any("unknown event" in r.message for r in caplog.records)
@@ -213,6 +213,41 @@ def test_start_failure_is_a_session_error_and_the_next_start_works():
     finally:
         FakeShell.start = original
     assert h.session.run("true").exit_code == 0  # the cell starts a new shell
+    h.session.close()
+
+
+class SlowStart(FakeShell):
+    """A shell whose start() waits until released (startup files that take a while)."""
+
+    def __init__(self):
+        super().__init__()
+        self.starting, self.release = threading.Event(), threading.Event()
+
+    def start(self, on_output, on_exit):
+        self.starting.set()
+        assert self.release.wait(10), "never released"
+        return super().start(on_output, on_exit)
+
+
+def test_a_cell_sent_during_the_start_waits_for_that_shell():
+    """start() holds the run lock: the cell does not start a second shell
+    beside the one still starting (as the launch thread's start and the
+    first cell would)."""
+    h = Harness(SlowStart)
+    starter = threading.Thread(target=h.session.start)
+    starter.start()
+    deadline = time.monotonic() + 10
+    while not (h.backends and h.backend.starting.is_set()):
+        assert time.monotonic() < deadline, "the start did not begin"
+        time.sleep(0.01)
+    thread, box = h.run_in_thread("true")
+    time.sleep(0.2)
+    assert thread.is_alive() and len(h.backends) == 1  # waiting for the start
+    assert h.session.query("complete", "ec", timeout=5) is None  # not up yet: no wait
+    h.backends[0].release.set()
+    starter.join(10)
+    assert h.finish(thread, box).exit_code == 0
+    assert len(h.backends) == 1
     h.session.close()
 
 

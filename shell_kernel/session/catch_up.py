@@ -1,0 +1,42 @@
+"""A named session's first cell after the kernel attached to its shell
+(Keeper adopted it: see keeper.py): it shows what the session printed since
+the last kernel received its output, and the end of the cell that kernel
+had sent, waiting for it if it still runs. Runs on the caller's thread,
+holding the run lock; the pump ends the cell when the barrier comes back.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Callable
+
+from .. import protocol
+from ..backends import Attached, BackendError, ShellExit
+from ..named_sessions import catch_up_end, catch_up_header
+from ..output import Sink
+from .events import CellLost, EventQueue
+from .keeper import Keeper
+from .types import RunningCell
+
+
+def catch_up(attached: Attached, keeper: Keeper, events: EventQueue, sink: Sink,
+             begin: Callable[..., RunningCell], finish: Callable[[RunningCell], None]
+             ) -> RunningCell:
+    """The shell prints a barrier after the earlier kernel's cell; the
+    backlog ends there. begin(seq, **fields) makes the running cell,
+    finish(cell) retires it. Returns the cell, ended."""
+    if attached.last_seq and (attached.running or attached.backlog):
+        sink("stderr", catch_up_header(attached))
+    cell = begin(attached.last_seq, catch_up=secrets.token_hex(8))
+    try:
+        keeper.backend.open_output()
+        keeper.backend.send(protocol.barrier_line(cell.catch_up))
+    except BackendError as err:
+        cell.not_sent = True
+        events.push(CellLost(cell.generation, ShellExit(str(err), connection_lost=True)))
+    while not cell.done.wait(0.5):
+        pass
+    finish(cell)
+    if cell.lost is None and cell.status is not None:
+        sink("stderr", catch_up_end(attached, cell.status))
+    return cell

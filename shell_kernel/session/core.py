@@ -1,0 +1,249 @@
+"""ShellSession: the session's API, on its caller's thread (the kernel's
+request handler, the launch thread, a fleet worker): start, run, query,
+interrupt, close. The run lock serialises start, run and query; the
+package docstring has the threads and what each owns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from .. import prompts, protocol
+from ..backends import Backend, BackendError, ShellExit
+from ..failure import failed_command
+from ..interrupts import EscalationResult, Interrupter
+from ..output import DisplaySink, OutputLimit, Sink
+from ..prompts import InputTerminal, Prompt
+from .catch_up import catch_up
+from .events import CellLost, Escalated, EventQueue, Exited
+from .keeper import Keeper
+from .pump import Pump
+from .types import CellRecord, Options, RunningCell, SessionError, ShellInfo
+
+log = logging.getLogger("shell_kernel.session")
+
+
+class ShellSession:
+    """One persistent shell and the cells run in it.
+
+    The caller's fields: _seq and _query_seq (the numbers of cells and
+    queries), _starting (a start holds the run lock). The current shell is
+    the keeper's, the running cell's progress the pump's.
+    """
+
+    def __init__(self, backend_factory: Callable[[], Backend], sink: Sink,
+                 options: Options | None = None, display_sink: DisplaySink | None = None,
+                 clear_sink: Callable[[], None] | None = None):
+        self._sink = sink
+        self.options = options or Options()
+        self._run_lock = threading.Lock()
+        self._starting = False
+        self._seq = 0
+        self._query_seq = 0
+        self._events = EventQueue()
+        self._cond = self._events.cond
+        self._keeper = Keeper(backend_factory, self.options, self._events,
+                              lambda text: self._sink("stderr", text),
+                              lambda: self._pump.terminal_opened())
+        self._interrupter = Interrupter(
+            self._keeper, self.options.interrupt_grace, self.options.reattach_timeout,
+            closing=lambda: self._events.closed, report=self._escalated,
+            suspect=self._connection_suspect, finished=self._interrupt_over)
+        self._pump = Pump(self._events, self._keeper, self.options, sink, display_sink,
+                          clear_sink, self.interrupt)
+
+    # ----------------------------------------------------------------- start
+    @property
+    def info(self) -> ShellInfo | None:
+        return self._keeper.info
+
+    @property
+    def description(self) -> str:
+        return self._keeper.description
+
+    def start(self, restore: tuple[str, str | None] | None = None) -> ShellInfo:
+        """Start a shell and wait until it is ready for cells. It holds the run
+        lock: a cell or a query made meanwhile waits for it (a query only
+        once the shell is up: before, it has nothing to ask).
+
+        restore: (state dir, cwd) of a shell lost with its connection, whose
+        exported variables and working directory the new shell takes over.
+        """
+        with self._run_lock:
+            self._starting = True
+            try:
+                return self._keeper.start(restore)
+            finally:
+                self._starting = False
+
+    # ------------------------------------------------------------- run cells
+    def run(self, code: str, ask: Callable[[Prompt], str | None] | None = None) -> CellRecord:
+        """Run one cell. ask(prompt) answers a prompt (None: end-of-file); it is
+        called on this thread. Without it, a read gets end-of-file and a notice."""
+        with self._run_lock:
+            keeper = self._keeper
+            if self._events.closed:
+                raise SessionError("The kernel is shutting down.")
+            if not keeper.up.is_set():
+                notice = keeper.restart()
+                if notice:
+                    self._sink("stderr", f"[shell_kernel] {notice}\n")
+            if keeper.start_notice:
+                self._sink("stderr", f"[shell_kernel] {keeper.start_notice}\n")
+                keeper.start_notice = None
+            attached, keeper.catch_up_due = keeper.catch_up_due, None
+            if attached is not None:
+                self._seq = max(self._seq, attached.last_seq)  # the shell numbers its cells on
+                caught_up = catch_up(attached, keeper, self._events, self._sink,
+                                     self._begin, self._finish)
+                if caught_up.lost is not None or caught_up.interrupted:
+                    return self._result(caught_up)  # this cell's own code does not run
+            prepared = protocol.prepare_cell(code)
+            if prepared.removed_nul:
+                self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "
+                           "(bash cannot hold them in a command).\n")
+            self._seq += 1
+            cell = self._begin(self._seq, source=prepared.source, ask=ask)
+            terminal = keeper.input.terminal
+            log.debug("cell %d starts", cell.seq)
+            lines = keeper.input.lines(terminal) + protocol.eval_lines(prepared.source, cell.seq)
+            try:
+                keeper.backend.send(lines)
+            except BackendError as err:
+                # Never started: for a durable backend the shell itself is fine.
+                cell.not_sent = True
+                self._events.push(CellLost(cell.generation, ShellExit(
+                    str(err), connection_lost=keeper.can_reattach)))
+            self._wait_answering(cell, terminal)
+            self._finish(cell)
+            if cell.cwd is not None:
+                keeper.last_cwd = cell.cwd
+            return self._result(cell)
+
+    def _begin(self, seq: int, **fields) -> RunningCell:
+        """The running cell, for the pump to follow."""
+        with self._cond:
+            cell = RunningCell(seq, self._keeper.generation,
+                               OutputLimit(self.options.output_limit, self.options.spill_dir),
+                               **fields)
+            self._pump.cell = cell
+        return cell
+
+    def _finish(self, cell: RunningCell) -> None:
+        with self._cond:
+            self._pump.cell = None
+        cell.limit.close()
+
+    def _wait_answering(self, cell: RunningCell, terminal: InputTerminal | None) -> None:
+        """Wait for the cell to end, answering its prompts on the way."""
+        while not cell.done.is_set():
+            cell.wake.wait(0.5)
+            with self._cond:
+                cell.wake.clear()
+                prompt = cell.prompt
+            if prompt is None or cell.done.is_set():
+                continue
+            answer = cell.ask(prompt)
+            if not prompt.over.is_set() and terminal is not None:
+                prompt.answered = "eof" if prompts.is_eof(answer) else "line"
+                terminal.answer(answer, prompt.keys)
+            del answer  # perhaps a password: not kept
+            with self._cond:
+                cell.prompt = None
+                self._cond.notify_all()  # the pump may ask the next question
+
+    def _result(self, cell: RunningCell) -> CellRecord:
+        duration = time.monotonic() - cell.started
+        spill = str(cell.limit.spill_path) if cell.limit.spill_path else None
+        if cell.detached:
+            return CellRecord(None, duration, None, cell.interrupted, spill_path=spill,
+                              detached=True)
+        if cell.lost is None:
+            status = cell.status if cell.status is not None else 1
+            if cell.interrupted and (status == 0 or cell.key_mode):
+                status = 130  # stopped (e.g. `watch`, which exits 0 on SIGINT): not a success
+            command, line = (failed_command(cell.source.decode("utf-8", "replace"), *cell.failed)
+                             if status else (None, None))
+            return CellRecord(status, duration, cell.cwd, cell.interrupted, spill_path=spill,
+                              command=command, line=line)
+        lost = cell.lost
+        message = self._keeper.lost_message(cell, lost, self._events.closed)
+        status = lost.status if lost.status is not None else 1
+        return CellRecord(status, duration, None, cell.interrupted, message, spill)
+
+    # --------------------------------------------------------------- queries
+    def query(self, what: str, text: str, timeout: float = 10.0) -> str | None:
+        """Ask the idle shell something (see protocol.QUERIES); None if it cannot answer."""
+        if self._starting and not self._keeper.up.is_set():
+            return None  # not up yet: nothing to ask (a query does not wait for a start)
+        if not self._run_lock.acquire(timeout=timeout):
+            return None
+        try:
+            keeper = self._keeper
+            if not keeper.up.is_set() or self._events.closed:
+                return None
+            self._query_seq += 1
+            seq = self._query_seq
+            self._pump.reply_ready.clear()
+            keeper.backend.send(protocol.query_line(seq, what, text))
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and keeper.up.is_set():
+                if self._pump.reply_ready.wait(0.1):
+                    reply = self._pump.reply
+                    if reply and reply[0] == seq:
+                        return reply[1].decode("utf-8", "replace")
+            log.warning("query %s got no answer within %g s; interrupting it", what, timeout)
+            reaper = keeper.reaper()
+            if reaper is not None:
+                reaper.signal_cell("INT")
+            return None
+        except BackendError as err:
+            log.warning("query %s failed: %s", what, err)
+            return None
+        finally:
+            self._run_lock.release()
+
+    # ------------------------------------------------------------ interrupts
+    def interrupt(self) -> None:
+        """Ctrl-C for the running cell; harmless when idle. Returns at once."""
+        with self._cond:
+            cell = self._pump.cell
+            log.debug("interrupt requested; running cell: %s", cell and cell.seq)
+            if cell is None or cell.escalating or cell.done.is_set():
+                return
+            cell.escalating = True
+            cell.interrupted = True
+        threading.Thread(target=self._interrupter.run, args=(cell,),
+                         name="shell-kernel-interrupt", daemon=True).start()
+
+    def _escalated(self, cell: RunningCell, result: EscalationResult) -> None:
+        self._events.push(Escalated(cell.generation, cell.seq, result))
+
+    def _connection_suspect(self, cell: RunningCell) -> None:
+        self._events.push(Exited(cell.generation, ShellExit(
+            "the side channel failed", connection_lost=True)))
+
+    def _interrupt_over(self, cell: RunningCell) -> None:
+        with self._cond:
+            cell.escalating = False
+
+    # -------------------------------------------------------------- shutdown
+    def close(self) -> None:
+        """Stop every process of the session and remove its state directory
+        (but a named session's shell stays, for the next kernel)."""
+        self._events.close()
+        keeper = self._keeper
+        keeper.clean_up(self._run_lock)
+        with self._cond:
+            cell = self._pump.cell
+            if cell is not None and not cell.done.is_set():
+                if keeper.outlives_kernel:
+                    cell.detached = True  # the named session's shell runs it on
+                else:  # the pump may be gone before the shell's end reaches it
+                    cell.lost = ShellExit("the kernel is shutting down")
+                cell.done.set()
+            self._cond.notify_all()
+        self._pump.thread.join(timeout=2)

@@ -1,0 +1,349 @@
+"""The pump: the one thread ("shell-kernel-pump") that consumes the session's
+events, in order.
+
+It owns the decoders, the screen clears, the coalescer and what the host is
+told was shown (Acknowledgements); the running cell's progress (output, end
+frames, status, lost/replaced, its prompts and their timing); a query's
+answer; and it is the only thread that sets a cell's done event, except
+ShellSession.close(). The caller sets `cell` under the events' condition;
+the pump reads the keeper's current shell (see keeper.py) and writes only
+its start answer (ready, ready_fields, startup_output) and, through
+shell_lost(), that the shell is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from .. import prompts, protocol
+from ..acknowledgements import Acknowledgements
+from ..backends import BackendError, ShellExit
+from ..interrupts import Outcome
+from ..output import TTY_TIE_SECONDS, Coalescer, DisplaySink, ScreenClears, Sink, StreamDecoder
+from ..prompts import Prompt
+from .events import CellLost, Escalated, Event, EventQueue, Exited, FrameSeen, Notice, Output
+from .keeper import Keeper
+from .types import Options, RunningCell
+
+log = logging.getLogger("shell_kernel.session")
+
+
+class Pump:
+    def __init__(self, events: EventQueue, keeper: Keeper, options: Options, sink: Sink,
+                 display_sink: DisplaySink | None, clear_sink: Callable[[], None] | None,
+                 interrupt: Callable[[], None]):
+        self._events = events
+        self._keeper = keeper
+        self._sink = sink
+        self._display_sink = display_sink
+        self._clear_sink = clear_sink  # the output printed a screen clear (`clear`)
+        self._interrupt = interrupt  # the session's: stops a cell whose program reads keys
+        #: The running cell: set and cleared by the caller under the events' condition.
+        self.cell: RunningCell | None = None
+        self._held_prompt: Prompt | None = None  # the coalescer holds output behind its text
+        #: A query's answer, (query seq, bytes), and the event set with it.
+        self.reply: tuple[int, bytes] | None = None
+        self.reply_ready = threading.Event()
+        self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
+        self._clears = {name: ScreenClears() for name in protocol.STREAMS}
+        self._shown = Acknowledgements(lambda mark: keeper.backend and keeper.backend.acknowledge(mark))
+        self._coalescer = Coalescer(self._show, interval=options.flush_interval)
+        if options.tty:  # two `script` copies: see output.TTY_TIE_SECONDS
+            self._coalescer.tie_window = TTY_TIE_SECONDS
+        self.thread = threading.Thread(target=self._run, name="shell-kernel-pump", daemon=True)
+        self.thread.start()
+
+    def terminal_opened(self) -> None:
+        """Cells may prompt from now on: a partial line waits a moment, in case
+        it is a question (see prompts.PARTIAL_HOLD_SECONDS)."""
+        self._coalescer.partial_hold = prompts.PARTIAL_HOLD_SECONDS
+
+    def _run(self) -> None:
+        while True:
+            events = self._events.take(self._deadline)
+            if events is None:
+                return
+            for event in events:
+                try:
+                    self._handle(event)
+                except Exception:  # noqa: BLE001 - the pump must outlive one bad event
+                    log.exception("while handling %s", type(event).__name__)
+            try:
+                self._settle_prompt()
+                self._prompt_if_due()
+            except Exception:  # noqa: BLE001
+                log.exception("while prompting")
+            self._coalescer.flush_if_due()
+            if self._coalescer.deadline() is None:  # all shown: frames too are acknowledged
+                self._shown.before_showing()
+
+    def _deadline(self) -> float | None:
+        return min((due for due in (self._coalescer.deadline(), self._prompt_due())
+                    if due is not None), default=None)
+
+    def _handle(self, event: Event) -> None:
+        handler = self._HANDLERS.get(type(event))
+        if handler is None:
+            log.error("bug: the pump got an unknown event %r", event)
+        elif event.generation == self._keeper.generation:
+            self._shown.handled(getattr(event, "mark", None))
+            handler(self, event)
+
+    def _show(self, stream: str, text: str) -> None:
+        self._shown.before_showing()
+        self._sink(stream, text)
+
+    def _on_output_event(self, event: Output) -> None:
+        self._settle_prompt()  # an answer given is behind this output
+        self._handle_data(event.stream, event.data)
+
+    def _on_notice(self, event: Notice) -> None:
+        self._coalescer.add("stderr", event.text)
+
+    def _on_cell_lost(self, event: CellLost) -> None:
+        cell = self.cell
+        if cell is not None and not cell.done.is_set():
+            self._finish_lost(cell, event.ended)
+
+    def _on_escalated(self, event: Escalated) -> None:
+        cell = self.cell
+        if cell is None or cell.seq != event.seq or cell.done.is_set():
+            return
+        if event.result.outcome is Outcome.REPLACE:
+            cell.replaced = True  # the shell's end, which follows, ends the cell
+        else:
+            cell.given_up = True
+            self._finish_lost(cell, ShellExit(str(event.result.error)))
+
+    def _handle_data(self, stream: str, data: bytes) -> None:
+        keeper = self._keeper
+        if not keeper.ready.is_set():
+            # rc-file noise: never shown, but kept briefly to explain a failed start.
+            keeper.startup_output = (keeper.startup_output + data)[-2000:]
+            return
+        if stream == "stderr" and keeper.noise is not None:
+            data = keeper.noise.feed(data)
+        cell = self.cell
+        if cell is not None and not cell.ended[stream] and cell.generation == keeper.generation:
+            if cell.key_mode:
+                return  # a full-screen program's last words (its screen, "Vim: Finished.")
+            data, notice = cell.limit.admit(data)
+            if notice:
+                self._add_text(stream, self._decoders[stream].decode(data))
+                self._coalescer.add("stderr", notice)
+                return
+        self._add_text(stream, self._decoders[stream].decode(data))
+
+    def _add_text(self, stream: str, text: str) -> None:
+        """Output for the coalescer, where a screen clear, as in a terminal,
+        clears what the cell showed so far (see ScreenClears)."""
+        if self._clear_sink is None:
+            self._coalescer.add(stream, text)
+            return
+        cleared, text = self._clears[stream].feed(text)
+        if cleared:
+            self._coalescer.discard()
+            self._clear_sink()
+        self._coalescer.add(stream, text)
+
+    def _on_frame(self, event: FrameSeen) -> None:
+        frame = event.frame
+        if isinstance(frame, protocol.DisplayFrame):
+            self._coalescer.flush()  # what was printed before the display shows before it
+            data = self._fetch(frame.payload)
+            if data is None:
+                self._coalescer.add("stderr", "[shell_kernel] display: the data could not be "
+                                    "fetched from the shell's host (see the kernel log).\n")
+            elif self._display_sink is not None:
+                self._shown.before_showing()
+                self._display_sink(frame.mime, data, frame.display_id)
+        elif isinstance(frame, protocol.ReplyFrame):
+            self.reply = (frame.seq, self._fetch(frame.payload) or b"")
+            self.reply_ready.set()
+        elif isinstance(frame, protocol.BarrierFrame):
+            self._on_barrier(frame)
+        elif isinstance(frame, protocol.ReadyFrame):
+            self._on_ready(frame)
+        elif isinstance(frame, protocol.EndFrame):
+            self._on_end(frame)
+        elif isinstance(frame, protocol.ReadingFrame):
+            self._on_reading(frame)
+        elif isinstance(frame, protocol.ReadDoneFrame):
+            self._on_read_done(frame)
+        else:
+            log.error("bug: a frame of unknown kind %r", frame)
+
+    def _fetch(self, payload: str) -> bytes | None:
+        """The bytes of a payload file the shell wrote (which is then removed)."""
+        info = self._keeper.info
+        try:
+            return self._keeper.backend.fetch(f"{info.state_dir if info else ''}/{payload}")
+        except BackendError as err:
+            log.warning("could not fetch %s: %s", payload, err)
+            return None
+
+    def _on_ready(self, frame: protocol.ReadyFrame) -> None:
+        keeper = self._keeper
+        keeper.ready_fields[frame.stream] = frame
+        if "stdout" in keeper.ready_fields and "stderr" in keeper.ready_fields:
+            keeper.shell_up()
+            keeper.ready.set()
+
+    def _on_barrier(self, frame: protocol.BarrierFrame) -> None:
+        self_close = self._keeper.self_close
+        if self_close is not None and frame.nonce == self_close[0]:
+            self_close[1].set()  # the shell declined to end itself
+            return
+        cell = self.cell
+        if cell is not None and frame.nonce.startswith(protocol.READ_MARK_PREFIX) and not cell.done.is_set():
+            cell.read_marks.setdefault(frame.nonce, set()).add(frame.stream)
+            return
+        if cell is not None and cell.catch_up == frame.nonce and not cell.done.is_set():
+            cell.barriers.add(frame.stream)
+            if len(cell.barriers) == len(protocol.STREAMS):
+                self._end_cell(cell)
+
+    def _on_end(self, frame: protocol.EndFrame) -> None:
+        cell = self.cell
+        if cell is None or frame.seq != cell.seq:
+            return  # the repeat of an earlier cell's end, after an interrupt
+        if frame.stream == "stdout" and frame.status is not None:
+            cell.status, cell.cwd = frame.status, frame.cwd
+            cell.failed = (frame.line, frame.command)
+        noise = self._keeper.noise
+        if frame.stream == "stderr" and noise is not None:
+            self._coalescer.add("stderr", self._decoders["stderr"].decode(noise.flush()))
+        cell.ended[frame.stream] = True
+        if cell.ended["stdout"] and cell.ended["stderr"] and not cell.catch_up:
+            self._end_cell(cell)
+
+    def _on_exited(self, event: Exited) -> None:
+        ended, keeper = event.ended, self._keeper
+        if not keeper.shell_lost(ended):
+            return  # already lost: a second report of the same end
+        if keeper.self_close is not None:
+            keeper.self_close[1].set()
+        cell = self.cell
+        if (ended.connection_lost and keeper.can_reattach and not self._events.closed
+                and keeper.ready.is_set() and cell is not None and not cell.done.is_set()):
+            # The shell and its cell carry on at the far end: get them back.
+            keeper.reattach_in_background(event.generation, ended)
+            return
+        if not keeper.ready.is_set():
+            said = keeper.startup_output.decode(errors="replace").strip()
+            keeper.ready_fields["failed"] = f"bash {ended.reason}" + (f"; it said: {said}" if said else "")
+            keeper.ready.set()
+            return
+        for stream, scanner in keeper.scanners.items():
+            self._handle_data(stream, scanner.flush())
+        if cell is not None and not cell.done.is_set():
+            self._finish_lost(cell, ended)
+
+    _HANDLERS = {
+        Output: _on_output_event,
+        FrameSeen: _on_frame,
+        Notice: _on_notice,
+        Exited: _on_exited,
+        CellLost: _on_cell_lost,
+        Escalated: _on_escalated,
+    }
+
+    def _finish_lost(self, cell: RunningCell, ended: ShellExit) -> None:
+        cell.lost = ended
+        self._end_cell(cell)
+
+    def _end_cell(self, cell: RunningCell) -> None:
+        self._settle_prompt(ended=True)
+        for stream, decoder in self._decoders.items():
+            self._coalescer.add(stream, self._clears[stream].flush()
+                                + decoder.decode(b"", final=True))
+        self._coalescer.flush()
+        if cell.prompt is not None:
+            cell.prompt.over.set()
+        cell.done.set()
+        cell.wake.set()
+
+    # --------------------------------------------------------------- prompts
+    def _on_reading(self, frame: protocol.ReadingFrame) -> None:
+        cell = self.cell
+        self._keeper.input.was_read()
+        if cell is not None and not cell.done.is_set() and not cell.catch_up:
+            cell.reads.append((frame, time.monotonic()))
+
+    def _on_read_done(self, frame: protocol.ReadDoneFrame) -> None:
+        cell = self.cell
+        if cell is None:
+            return
+        key = (frame.pid, frame.reads)
+        cell.reads = [(read, due) for read, due in cell.reads if (read.pid, read.reads) != key]
+        cell.read_marks.pop(protocol.read_mark(*key), None)
+        if cell.prompt is not None and cell.prompt.key == key:
+            cell.prompt.over.set()  # e.g. read -t timed out: the question is moot
+
+    def _prompt_due(self) -> float | None:
+        """When the oldest reported read becomes a prompt. The output and the
+        report travel separately: a marked read, once its marks have come
+        back on both streams (its text is then all in; a mark lost on the
+        way costs MARK_WAIT_SECONDS); else at once if the output ends with a
+        partial line (its text), or a moment later, in case the text is
+        still on its way."""
+        cell = self.cell
+        if cell is None or not cell.reads or cell.prompt is not None:
+            return None
+        frame, reported = cell.reads[0]
+        if frame.marked:
+            marks = cell.read_marks.get(protocol.read_mark(frame.pid, frame.reads), ())
+            if len(marks) == len(protocol.STREAMS):
+                return reported
+            return reported + prompts.MARK_WAIT_SECONDS
+        if self._coalescer.holds_partial:
+            return reported + self._keeper.output_lag
+        return reported + prompts.SETTLE_SECONDS
+
+    def _settle_prompt(self, ended: bool = False) -> None:
+        """Once the open question is answered or over, the output held
+        behind its text goes out (with the text, if nobody answered)."""
+        prompt = self._held_prompt
+        if prompt is not None and (prompt.answered or prompt.over.is_set() or ended):
+            self._held_prompt = None
+            self._coalescer.release_prompt(prompt.answered)
+
+    def _prompt_if_due(self) -> None:
+        """Turn the oldest reported read into a prompt, once its text had time
+        to arrive: the partial line the output ends with. Without anyone to
+        ask, the read gets end-of-file, and the cell a notice (once)."""
+        due = self._prompt_due()
+        if due is None or time.monotonic() < due or self.cell.done.is_set():
+            return
+        cell = self.cell
+        info = self._keeper.info
+        frame, _ = cell.reads.pop(0)
+        cell.read_marks.pop(protocol.read_mark(frame.pid, frame.reads), None)
+        if prompts.needs_terminal(frame):
+            cell.key_mode = True
+            self._coalescer.drop_screen()
+            self._coalescer.flush()
+            self._coalescer.add("stderr", prompts.needs_terminal_notice(
+                prompts.asking_command(frame, info.pid if info else 0)))
+            self._coalescer.flush()
+            self._interrupt()
+            return
+        # The text may have gone out as output already (reported late): asked
+        # anyway, it is the prompt's too; else it would be output twice.
+        stream, text = self._coalescer.take_partial(shown=cell.ask is not None)
+        self._coalescer.flush()
+        prompt = prompts.make_prompt(frame, text, info.pid if info else 0)
+        if cell.ask is not None:
+            cell.prompt = self._held_prompt = prompt
+            self._coalescer.hold_prompt(stream, text)
+            cell.wake.set()
+            return
+        self._coalescer.add(stream, text)
+        if not cell.told_no_input:
+            cell.told_no_input = True
+            self._coalescer.add("stderr", ("\n" if text else "") + prompts.no_input_notice(prompt.command))
+        self._coalescer.flush()
+        self._keeper.input.answer_eof()

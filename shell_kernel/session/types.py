@@ -1,0 +1,107 @@
+"""The session's value types: its options, the per-cell record, the ready
+shell, its one error, and the running cell. No threads of their own; the
+RunningCell says which thread writes each of its fields."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..backends import ShellExit
+from ..options import default, output_limit_bytes
+from ..output import OutputLimit
+from ..prompts import Prompt
+
+
+@dataclass
+class Options:
+    interrupt_grace: float = default("interrupt_grace")  # seconds between SIGINT and SIGTERM
+    #: bytes of one cell's output sent to the frontend
+    output_limit: int = output_limit_bytes(default("output_limit_mb"))
+    spill_dir: Path = Path(default("spill_dir"))
+    start_timeout: float = default("start_timeout")
+    flush_interval: float = 0.05
+    #: Keep a copy of the exported variables after every cell, so that a
+    #: shell lost with its connection can be followed by one that has them.
+    snapshot_exports: bool = False
+    #: How long to keep trying to reattach a durable session after a drop.
+    reattach_timeout: float = 120.0
+    #: Give cells a terminal to read, so that a prompt can be answered (see
+    #: prompts.py); without it, cells read /dev/null.
+    prompts: bool = True
+    #: Cells write to two pseudo-terminals on the host (see shell/tty.bash).
+    tty: bool = default("tty")
+
+
+@dataclass
+class CellRecord:
+    """What one cell came to, as ShellSession.run returns it: the kernel's
+    results.reply_metadata turns it into the execute_reply's shell_kernel
+    metadata, and failure.cell_error into the error a frontend shows."""
+    exit_code: int | None  # None: not known here (the cell runs on in a named session)
+    duration_s: float
+    cwd: str | None = None
+    interrupted: bool = False
+    #: Set when the shell ended during the cell: what happened, for the user.
+    shell_lost: str | None = None
+    spill_path: str | None = None
+    #: For a failed cell: the command that set the status, and its line in the cell.
+    command: str | None = None
+    line: int | None = None
+    #: The kernel left a named session while it ran this cell, which goes on there.
+    detached: bool = False
+
+
+class SessionError(RuntimeError):
+    """The session cannot run cells; the message is written for the user."""
+
+
+@dataclass
+class ShellInfo:
+    pid: int
+    bash_version: str
+    state_dir: str  # where the shell's payload files are (see protocol.DisplayFrame)
+    restored: str = ""  # see protocol.ReadyFrame
+
+
+@dataclass
+class RunningCell:
+    """A running cell. Its progress fields are the pump thread's."""
+    seq: int
+    generation: int
+    limit: OutputLimit
+    started: float = field(default_factory=time.monotonic)
+    ended: dict = field(default_factory=lambda: {"stdout": False, "stderr": False})
+    status: int | None = None
+    cwd: str | None = None
+    source: bytes = b""
+    failed: tuple = (None, None)  # (line, command) from the end frame
+    replaced: bool = False
+    given_up: bool = False  # the interrupt could not reach its processes
+    not_sent: bool = False  # the cell never reached the shell
+    detached: bool = False  # close() left it running in a named session
+    key_mode: bool = False  # stopped: a program of it reads keys (what it prints is not shown)
+    lost: ShellExit | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    # Set by interrupt() under the session's condition.
+    interrupted: bool = False
+    escalating: bool = False
+    #: A named session's cell that an earlier kernel sent (see catch_up.py):
+    #: it ends when the barrier with this nonce has come back on both streams.
+    catch_up: str | None = None
+    barriers: set = field(default_factory=set)
+    #: Asks the user a Prompt and returns the answer (None: end-of-file);
+    #: None when nobody can be asked (an automated run). The caller's thread.
+    ask: Callable[[Prompt], "str | None"] | None = None
+    #: Reads reported by the terminal's watcher, each with when it was
+    #: reported; the pump's.
+    reads: list = field(default_factory=list)
+    #: The streams on which each read's mark came back (protocol.read_mark
+    #: nonce -> streams); the pump's.
+    read_marks: dict = field(default_factory=dict)
+    prompt: Prompt | None = None  # the open question, set by the pump, cleared by the caller
+    told_no_input: bool = False
+    wake: threading.Event = field(default_factory=threading.Event)  # done, or a prompt
