@@ -33,7 +33,9 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     """The shell_kernel modules that module `name` imports, at module level, in
     a function or for type checking only (a cycle of types is a cycle of the
     design all the same), relative imports resolved; importing a.b.c imports
-    a.b too."""
+    a.b too, except a package that the module is in: that one was imported
+    before the module began (a package importing its own submodules is no
+    cycle), unless the module imports from it by name (`from . import x`)."""
     tree = ast.parse(path.read_text(), str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
@@ -53,9 +55,11 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     edges = set()
     for target in targets:
         parts = target.split(".")
-        for end in range(1, len(parts) + 1):  # the packages on the way are imported too
+        if target in known and target != name:
+            edges.add(target)
+        for end in range(1, len(parts)):  # the packages on the way are imported too
             prefix = ".".join(parts[:end])
-            if prefix in known and prefix != name:
+            if prefix in known and not name.startswith(prefix + "."):
                 edges.add(prefix)
     return edges
 
@@ -131,7 +135,7 @@ def test_relative_imports_are_resolved(tmp_path):
                       "def f():\n    from .q import r\n"
                       "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .t import u\n")
     known = {"p", "p.s", "p.s.x", "p.s.y", "p.w", "p.s.q", "p.s.t", "p.s.mod"}
-    assert imports_of("p.s.mod", module, known) == {"p", "p.s", "p.s.x", "p.s.y", "p.w", "p.s.q",
+    assert imports_of("p.s.mod", module, known) == {"p.s", "p.s.x", "p.s.y", "p.w", "p.s.q",
                                                     "p.s.t"}
 
 
