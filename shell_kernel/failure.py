@@ -10,6 +10,11 @@ from typing import Protocol
 MAX_COMMAND = 200
 
 _WORD_BREAK = re.compile(r"[\s;&|(){}]+")
+# Bash 3.2 notes a failure inside a compound command on its first line (for,
+# select) or its last (fi, done, esac).
+_OPENS = {"for", "select", "while", "until", "if", "case"}
+_CLOSES = {"done", "fi", "esac"}
+_DEFINITION = re.compile(r"\s*(?:function\s+)?([A-Za-z_][\w:.-]*)\s*\(\s*\)")
 
 
 class _Record(Protocol):
@@ -30,16 +35,66 @@ def failed_command(source: str, line: int | None, command: str | None
     and the line of the cell where the failure surfaced. When that command
     does not appear on that line, it ran inside something the line called
     (a function, an alias, a sourced file): the line itself is what the
-    user wrote, so it names the failure instead.
+    user wrote, so it names the failure instead. Old bashes note other
+    lines: 4.2 a line inside a function the cell defines, 3.2 the first or
+    last line of a compound command; the line the user ran is found then.
     """
     lines = source.split("\n")
     if line is None or not 1 <= line <= len(lines):
         return command, None
+    call = _call_of_function_around(lines, line)
+    if call is not None:
+        return lines[call - 1].strip()[:MAX_COMMAND], call
     text = lines[line - 1].strip()
     words = command.split() if command else []
-    if words and words[0] in _WORD_BREAK.split(text):
+    if words and _holds(text, words):
         return command, line
+    inner = _line_inside(lines, line, words) if words else None
+    if inner is not None:
+        return command, inner
     return (text[:MAX_COMMAND] or command), line
+
+
+def _holds(text: str, words: list[str]) -> bool:
+    return words[0] in _WORD_BREAK.split(text)
+
+
+def _call_of_function_around(lines: list[str], line: int) -> int | None:
+    """Bash 4.2 notes a failed function call on the line in the function's
+    body that failed: when LINE is inside a function that the cell defines,
+    the one line after it that calls the function (None if not one)."""
+    for start in range(line, 0, -1):
+        definition = _DEFINITION.match(lines[start - 1])
+        if definition:
+            break
+    else:
+        return None
+    depth, end = 0, None
+    for number in range(start, len(lines) + 1):
+        depth += lines[number - 1].count("{") - lines[number - 1].count("}")
+        if depth <= 0 and "{" in "".join(lines[start - 1:number]):
+            end = number
+            break
+    if end is None or not start <= line <= end:
+        return None
+    name = definition.group(1)
+    calls = [number for number in range(end + 1, len(lines) + 1)
+             if name in _WORD_BREAK.split(lines[number - 1].strip())]
+    return calls[0] if len(calls) == 1 else None
+
+
+def _line_inside(lines: list[str], line: int, words: list[str]) -> int | None:
+    """The one line after an opening (or before a closing) line LINE that
+    holds the command: where bash 3.2 ran it."""
+    first = _WORD_BREAK.split(lines[line - 1].strip())[0]
+    if first in _OPENS:
+        span = range(line + 1, len(lines) + 1)
+    elif first in _CLOSES:
+        span = range(1, line)
+    else:
+        return None
+    found = [number for number in span if _holds(lines[number - 1].strip(), words)]
+    return found[0] if len(found) == 1 else None
 
 
 def cell_error(result: _Record) -> tuple[str, str, str] | None:

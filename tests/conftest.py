@@ -36,7 +36,18 @@ LOCAL_SPECS = {
 }
 
 
+# SHELL_KERNEL_TEST_BASH=PATH: every kernelspec the tests install runs that
+# bash (`--bash PATH`), locally and over SSH: the test sshd runs on this
+# machine, as this user, so the remote bash is the same file. .ci/run sets it
+# to the old bashes it builds (3.2: every Mac; 4.2: RHEL 7).
+TEST_BASH = os.environ.get("SHELL_KERNEL_TEST_BASH") or None
+if TEST_BASH is not None and not os.access(TEST_BASH, os.X_OK):
+    raise RuntimeError(f"SHELL_KERNEL_TEST_BASH={TEST_BASH} is not an executable file")
+
+
 def install_spec(prefix: Path, name: str, flags: list[str]) -> dict:
+    if TEST_BASH is not None and "--bash" not in flags:
+        flags = [*flags, "--bash", TEST_BASH]
     subprocess.run([sys.executable, "-m", "shell_kernel", "install", "--prefix", str(prefix),
                     "--name", name, *flags], check=True, capture_output=True, text=True)
     spec_file = prefix / "share" / "jupyter" / "kernels" / name / "kernel.json"

@@ -69,7 +69,7 @@ def test_inspect_builtins_commands_functions_and_unknown_words(kernel):
     kernel.ok("insp_func() { echo inspected; }")
     reply = kernel.request("inspect", "cd /tmp", 1)["content"]
     assert reply["found"] and "cd is a shell builtin" in reply["data"]["text/plain"]
-    assert "Change the shell working directory" in reply["data"]["text/plain"]
+    assert "cd: cd [-L" in reply["data"]["text/plain"]  # help's usage line (bash 3.2 too)
     reply = kernel.request("inspect", "insp_func", 4)["content"]
     assert "insp_func is a function" in reply["data"]["text/plain"]
     reply = kernel.request("inspect", "ls -l", 1)["content"]
@@ -122,3 +122,11 @@ def test_display_errors_are_clear(kernel, tmp_path):
     assert execution.exit_code == 1 and "over the 1000 byte limit" in execution.stderr
     assert not [m for m in execution.messages if m["msg_type"] == "display_data"]
     assert kernel.ok("echo fine") == "fine\n"
+
+
+def test_display_tells_the_type_from_a_name_in_capitals(kernel, tmp_path):
+    # JSON: its bytes alone would make it text.
+    (tmp_path / "DATA.JSON").write_text('{"b": 1}')
+    execution = kernel.run(f"display {tmp_path}/DATA.JSON")
+    [shown] = [m["content"] for m in execution.messages if m["msg_type"] == "display_data"]
+    assert shown["data"]["application/json"] == {"b": 1}

@@ -175,6 +175,26 @@ def test_failed_command_names_what_the_user_wrote():
     assert failed_command(cell, None, None) == (None, None)
 
 
+def test_failed_command_inside_a_compound_command_is_found_on_its_line():
+    """Bash 3.2 notes a failure in a compound command on its first or last
+    line: the one line inside that holds the command is named."""
+    from shell_kernel.failure import failed_command
+    loop = "for f in a b; do\n  echo $f\n  false\ndone"
+    assert failed_command(loop, 1, "false") == ("false", 3)
+    assert failed_command("if true; then\n  test -e /x\nfi", 3, "test -e /x") == ("test -e /x", 2)
+    assert failed_command("while :; do\n  grep -q x /y\n  break\ndone < f", 4,
+                          "grep -q x /y") == ("grep -q x /y", 2)
+    # Two lines that hold it: which one failed is not known, the line is named.
+    assert failed_command("for f in a; do\n  false\n  false\ndone", 1, "false") \
+        == ("for f in a; do", 1)
+    # A function defined before its call: the call is what the user ran.
+    check = "check() {\n  grep -q x /y\n}\ncheck"
+    assert failed_command(check, 4, "grep -q x /y") == ("check", 4)
+    # Bash 4.2 notes the line in the body: the call is named all the same.
+    assert failed_command(check, 2, "grep -q x /y") == ("check", 4)
+    assert failed_command("f() { false; }\nf", 1, "false") == ("f", 2)
+
+
 @pytest.mark.parametrize("cut", range(1, 12))
 def test_screen_clears_are_found_even_split_across_reads(cut):
     from shell_kernel.output import ScreenClears

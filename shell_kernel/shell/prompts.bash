@@ -75,8 +75,10 @@ esac
 readv=${reads# * }; readv=${readv%% *}  # the second: its third argument counts buffers, not bytes
 
 # A pause without a fork: a read that times out on a FIFO nobody writes.
+# Bash 3.2 takes whole seconds only: a sleep there (a fork per pause).
 pause() { builtin read -r -t "$1" -u 9; }
-if ! { [[ -n $dir ]] && mkfifo -m 600 "$dir/prompts.$$" && exec 9<>"$dir/prompts.$$"; }; then
+if (( BASH_VERSINFO[0] < 4 )) \
+    || ! { [[ -n $dir ]] && mkfifo -m 600 "$dir/prompts.$$" && exec 9<>"$dir/prompts.$$"; }; then
   pause() { sleep "$1"; }
 fi
 rm -f "$dir/prompts.$$" 2>/dev/null
@@ -176,10 +178,15 @@ report() {
 # is meant for a read to come; and a process still there may yet be taking
 # its answer (bash's read takes a byte per call). Whole lines only, which
 # needs no change of the terminal's modes (a cell's program may be setting
-# them); bash 3.2 has no read -t 0, and keeps them.
+# them). Bash 3.2 can neither ask whether input waits (read -t 0) nor wait
+# less than a second: there a line gets a second to come, which the watcher
+# spends waiting (a read reported meanwhile waits for that).
 discard() {
   local line
-  (( BASH_VERSINFO[0] >= 4 )) || builtin return 0
+  if (( BASH_VERSINFO[0] < 4 )); then
+    while IFS= builtin read -r -t 1 -u 8 line; do :; done
+    builtin return 0
+  fi
   while builtin read -r -t 0 -u 8; do
     IFS= builtin read -r -t 0.01 -u 8 line || builtin return 0
   done

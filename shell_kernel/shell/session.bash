@@ -85,6 +85,19 @@ builtin set +o history +o monitor
 # never recorded). What bash loaded from ~/.bash_history is dropped: a
 # notebook's output is often shared, and the file is not written back.
 builtin history -c
+# Bash <= 4.2: `history -s` first deletes the last entry (taken for the line
+# that called it, recorded while history was on) instead of adding, and with
+# the history empty it never adds at all. One entry read from a file is what
+# the first cell's entry replaces then (found by a probe, not by version;
+# not `#`, which the file's reader takes for a time stamp).
+builtin history -s -- :
+if [[ -z $(builtin history) && -n $__shell_kernel_dir ]]; then
+  { builtin printf ':\n' >| "$__shell_kernel_dir/history"
+    builtin history -r "$__shell_kernel_dir/history"
+    builtin command rm -f -- "$__shell_kernel_dir/history"; } 2>/dev/null
+else
+  builtin history -c
+fi
 builtin shopt -s huponexit 2>/dev/null
 
 # A local shell keeps the virtualenv and conda environment that were active
@@ -129,8 +142,8 @@ __shell_kernel_children() {
     builtin return 0
   fi
   # ps lists itself as a child: it runs as the command substitution, whose
-  # pid comes first.
-  children=$(builtin printf '%s\n' "$BASHPID"; builtin exec ps -A -o pid= -o ppid= 2>/dev/null)
+  # pid comes first (said by the sh it becomes first: bash 3.2 has no $BASHPID).
+  children=$(builtin exec /bin/sh -c 'echo "$$"; exec ps -A -o pid= -o ppid= 2>/dev/null')
   { IFS= builtin read -r self
     while IFS=$' \t' builtin read -r pid ppid; do
       if [[ $ppid == "$$" && $pid != "$self" ]]; then builtin printf '%s\n' "$pid"; fi
@@ -224,6 +237,13 @@ __shell_kernel_failure() {
   __shell_kernel_why_command=${command//[$'\036\037']/ }
 }
 
+# Seconds since the epoch, in $__shell_kernel_time: printf's %(%s)T, which bash 4.2 added, else date.
+if (( BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 402 )); then
+  __shell_kernel_now() { builtin printf -v __shell_kernel_time '%(%s)T' -1; }
+else
+  __shell_kernel_now() { __shell_kernel_time=$(builtin command date +%s); }
+fi
+
 # Start of a cell: give the cell the $? that the previous cell left, as
 # consecutive commands in a script see it ($_ is empty: after the kernel's
 # eval it would hold the previous cell's whole text). Under set -e a non-zero
@@ -234,12 +254,16 @@ __shell_kernel_failure() {
 # when, for a kernel that attaches to it later.
 __shell_kernel_resume() {
   __shell_kernel_line=${BASH_LINENO[0]}  # the eval's line: cell lines count from it
+  # Bash <= 4.2 keeps the call frames that an interrupt unwound (`exit` in a
+  # function), below the live ones: how many, for exit to skip.
+  __shell_kernel_stale_frames=$(( ${#BASH_LINENO[@]} - 1 ))
   __shell_kernel_running=yes  # see the trap on URG
   if [[ -n $__shell_kernel_cells ]]; then
     { builtin printf '%s\n' "${1-}" >| "$__shell_kernel_cells"; } 2>/dev/null || builtin true
   fi
   if [[ -n ${1-} && -n ${__shell_kernel_named-} ]]; then
-    { builtin printf '%s %(%s)T\n' "$1" -1 >| "$__shell_kernel_dir/started"; } 2>/dev/null || builtin true
+    __shell_kernel_now
+    { builtin printf '%s %s\n' "$1" "$__shell_kernel_time" >| "$__shell_kernel_dir/started"; } 2>/dev/null || builtin true
   fi
   if [[ -n ${__shell_kernel_notice-} ]]; then  # once, in the first cell
     builtin printf '%s\n' "$__shell_kernel_notice" >&62
@@ -270,7 +294,16 @@ __shell_kernel_query() {
           builtin echo "line continues: unexpected end of file"  # a trailing backslash
         else
           builtin printf '%s\n' "$word" >| "$reply.tmp"
-          "${BASH:-bash}" --norc --noprofile -n "$reply.tmp"
+          line=$("${BASH:-bash}" --norc --noprofile -n "$reply.tmp" 2>&1)
+          # Bash 3.2 does not warn of an open here-document: a `)` line after
+          # the code is a syntax error, unless that document takes it in.
+          if [[ -z $line ]] && (( BASH_VERSINFO[0] < 4 )); then
+            builtin printf '%s\n)\n' "$word" >| "$reply.tmp"
+            if [[ -z $("${BASH:-bash}" --norc --noprofile -n "$reply.tmp" 2>&1) ]]; then
+              line="here-document open at end of file"
+            fi
+          fi
+          builtin printf '%s\n' "$line"
         fi ;;
       inspect)
         builtin type -a -- "$word" 2>&1 | builtin command head -n 20
@@ -298,10 +331,18 @@ __shell_kernel_query() {
 # into the bytes, which never travel in band); the kernel fetches the file
 # and removes it.
 __shell_kernel_payloads=0
+# The pid of the (sub)shell that runs this, in $__shell_kernel_self: a
+# display in a pipeline runs in a subshell, whose count of payloads starts
+# where its parent's was. Bash 3.2 has no $BASHPID: there it is the parent
+# of a sh that a command substitution becomes (a fork per call).
+__shell_kernel_own_pid() {
+  __shell_kernel_self=${BASHPID:-$(builtin exec /bin/sh -c 'echo "$PPID"')}
+}
 __shell_kernel_send_file() {
   builtin local kind="$1" file="$2" name
   builtin shift 2
-  name=payload.$BASHPID.$(( ++__shell_kernel_payloads ))
+  __shell_kernel_own_pid
+  name=payload.$__shell_kernel_self.$(( ++__shell_kernel_payloads ))
   builtin command cp -- "$file" "$__shell_kernel_dir/$name" || builtin return 1
   __shell_kernel_frame "$__shell_kernel_token" "$kind" "$@" "$name"
 }
@@ -312,7 +353,7 @@ __shell_kernel_send_file() {
 # type (from --mime or the file name), the kernel tells it from the first
 # bytes. bash_kernel's form, `... | display [ID]`, works too.
 display() {
-  builtin local mime= id= file= size limit="${SHELL_KERNEL_DISPLAY_LIMIT:-16000000}" tmp=
+  builtin local mime= id= file= size limit="${SHELL_KERNEL_DISPLAY_LIMIT:-16000000}" tmp= nocase
   while (( $# )); do
     case $1 in
       --mime) mime=${2-}; builtin shift 2 || builtin shift ;;
@@ -337,18 +378,23 @@ display() {
     id=$file file=
   fi
   if [[ -z $mime ]]; then
-    case ${file,,} in  # else empty: the kernel tells the type from the bytes
+    # In any case (nocasematch: bash 3.2 has no ${file,,}), else empty: the
+    # kernel tells the type from the bytes.
+    if builtin shopt -q nocasematch; then nocase=; else nocase=yes; builtin shopt -s nocasematch; fi
+    case $file in
       *.png) mime=image/png ;; *.jpg|*.jpeg) mime=image/jpeg ;; *.gif) mime=image/gif ;;
       *.svg) mime=image/svg+xml ;; *.html|*.htm) mime=text/html ;; *.md) mime=text/markdown ;;
       *.json) mime=application/json ;; *.txt) mime=text/plain ;;
     esac
+    if [[ -n $nocase ]]; then builtin shopt -u nocasematch; fi
   fi
   if [[ -z $file && -t 0 ]]; then
     builtin printf 'display: give a FILE, or pipe the data in (... | display)\n' >&2
     builtin return 2
   fi
   if [[ -z $file ]]; then
-    tmp=$__shell_kernel_dir/display.$BASHPID
+    __shell_kernel_own_pid
+    tmp=$__shell_kernel_dir/display.$__shell_kernel_self
     builtin command cat >| "$tmp" || builtin return 1
     file=$tmp
   elif [[ ! -f $file || ! -r $file ]]; then
@@ -387,7 +433,8 @@ tput() {
 # Subshells, and shells that trap or ignore SIGINT, really exit.
 exit() {
   builtin local status="$?"
-  if [[ $BASHPID != "${__shell_kernel_pid-}" ]]; then builtin exit "$@"; fi
+  __shell_kernel_own_pid
+  if [[ $__shell_kernel_self != "${__shell_kernel_pid-}" ]]; then builtin exit "$@"; fi
   if [[ -n ${1-} ]]; then
     if [[ $1 =~ ^(-?)0*([0-9]+)$ ]]; then
       status=$(( ${BASH_REMATCH[1]}${BASH_REMATCH[2]} & 255 ))
@@ -398,7 +445,8 @@ exit() {
   fi
   __shell_kernel_exit=$status
   # The line of the cell's own command (a function calling exit is named).
-  __shell_kernel_failed=("$status" "${BASH_LINENO[${#BASH_LINENO[@]}-1]}" "$status" "exit${1+ $1}")
+  __shell_kernel_failed=("$status" "${BASH_LINENO[${#BASH_LINENO[@]}-1-${__shell_kernel_stale_frames:-0}]}" \
+    "$status" "exit${1+ $1}")
   builtin kill -INT "$__shell_kernel_pid"
   builtin exit "$status"
 }
@@ -429,13 +477,20 @@ __shell_kernel_stdin() {
 # What was typed for that cell and not read (the rest of a line after
 # `head -c1`, of the keys after `read -n1`) is discarded, so that it never
 # reaches this cell: read a key at a time, unechoed, until none is pending.
-# (Bash 3.2 takes no fraction of a second: nothing is discarded there.)
 __shell_kernel_reset_stdin() {
   builtin local typed
   if [[ -n ${__shell_kernel_modes-} ]]; then
     builtin command stty "$__shell_kernel_modes" <&60 2>/dev/null
   fi
-  while IFS= builtin read -r -s -d '' -n 1 -t 0.01 -u 60 typed 2>/dev/null; do :; done
+  if (( BASH_VERSINFO[0] >= 4 )); then
+    while IFS= builtin read -r -s -d '' -n 1 -t 0.01 -u 60 typed 2>/dev/null; do :; done
+  elif [[ -n ${__shell_kernel_modes-} ]]; then
+    # Bash 3.2 takes no fraction of a second: the terminal hands what it
+    # holds to cat at once (no echo, min 0 time 0), then gets its modes back.
+    builtin command stty -echo -icanon min 0 time 0 <&60 2>/dev/null \
+      && builtin command cat <&60 >/dev/null 2>&1
+    builtin command stty "$__shell_kernel_modes" <&60 2>/dev/null
+  fi
 }
 
 # Programs that want a terminal for a password or a yes/no ask the notebook

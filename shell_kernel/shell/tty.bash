@@ -24,6 +24,12 @@ __shell_kernel_open_ttys() {
   builtin local fifo="${__shell_kernel_dir-}/ttys" out= err= out_pid= err_pid=
   builtin local holder="stty -opost cols $__shell_kernel_tty_columns rows $__shell_kernel_tty_lines"
   holder+=' 2>/dev/null; echo "$$ $(tty)" >&7 7>&- && exec cat <&8 >/dev/null 7>&-'
+  # Bash 3.2 stops reading its input after the process substitutions below
+  # (the kernel would wait for the shell's start until its timeout).
+  if (( BASH_VERSINFO[0] < 4 )); then
+    __shell_kernel_tty_failed "bash $BASH_VERSION cannot start the terminals (bash 4 or later can)"
+    builtin return 0
+  fi
   if [[ -z ${__shell_kernel_dir-} ]] || ! builtin type -P script >/dev/null; then
     __shell_kernel_tty_failed "util-linux 'script' is not installed on this host"
     builtin return 0
