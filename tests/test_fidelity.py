@@ -143,19 +143,28 @@ def test_history_holds_the_cells_as_typed(fresh_kernel, backend):
         "    1  echo one\n"
         "    2  echo two\n\necho three\n"
         "    3  grep -q nomatch /dev/null\n")
-    assert kernel.ok("fc -l") == (
-        "1\t echo one\n2\t echo two\n\necho three\n3\t grep -q nomatch /dev/null\n4\t history\n")
     assert kernel.ok("history | grep -c three") == "1\n"
-    # fc -s re-runs the last cell that starts with "echo", and says so on stderr.
-    execution = kernel.run("fc -s echo")
-    assert execution.stdout == "two\nthree\n" and execution.stderr == "echo two\n\necho three\n"
-    assert kernel.ok("fc -s") == "two\nthree\n"  # the command re-run above, not "fc -s"
     listing = kernel.ok("history")
-    assert "__shell_kernel" not in listing and "fc -s" not in listing
+    assert "__shell_kernel" not in listing
     assert kernel.ok("echo ${HISTFILE-unset}") == "unset\n"
     if backend == "local":
         kernel.shutdown()
         assert not (kernel.home / ".bash_history").exists()
+
+
+def test_fc_lists_and_reruns_the_cells(fresh_kernel):
+    kernel = fresh_kernel
+    kernel.ok("echo one")
+    kernel.ok("\necho two\n\necho three\n\n")
+    kernel.run("grep -q nomatch /dev/null")
+    kernel.ok("history")
+    assert kernel.ok("fc -l") == (
+        "1\t echo one\n2\t echo two\n\necho three\n3\t grep -q nomatch /dev/null\n4\t history\n")
+    # fc -s re-runs the last cell that starts with "echo", and says so on stderr.
+    execution = kernel.run("fc -s echo")
+    assert execution.stdout == "two\nthree\n" and execution.stderr == "echo two\n\necho three\n"
+    assert kernel.ok("fc -s") == "two\nthree\n"  # the command re-run above, not "fc -s"
+    assert "fc -s" not in kernel.ok("history")
 
 
 # -------------------------------------------------------------------- clear

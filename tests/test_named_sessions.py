@@ -501,7 +501,7 @@ def test_kernels_opening_one_name_at_once_get_one_shell(jupyter_prefix, host, tm
             assert f"session {name}" in execution.errors[0]["evalue"], execution.errors
         shell_pid = int(attached[0].stdout)
         shells = [pid for pid, cmdline in new_processes(tmpdir, before).items()
-                  if cmdline == "bash -l -i"]
+                  if cmdline == "bash -l -i +o history"]
         assert shells == [shell_pid]
         assert not list(sessions_dir.glob(f".{name}.lock*"))
     finally:

@@ -224,8 +224,10 @@ def start_reader(name: str, loop: Callable[[], None], on_crash: Callable[[Except
 def bash_argv(bash: str, clean: bool) -> list[str]:
     """The interactive bash a backend runs: a login shell, or with --clean
     none of the startup files. (Long options must come first: bash rejects
-    them after -i.)"""
-    return [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i"]
+    them after -i.) History starts off (session.bash keeps it off and adds
+    each cell itself): bash <= 4.2 otherwise numbers the cells on from what
+    it loaded of ~/.bash_history, which `history -c` cannot undo there."""
+    return [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i", "+o", "history"]
 
 
 def describe_error(err: BaseException) -> str:
