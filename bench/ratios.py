@@ -5,8 +5,10 @@
 The kernels take turns: start by start (who goes first rotating), then cell
 by cell on one kernel of each, so that all see the same load on the
 machine. A start is timed from start_kernel() to the first kernel_info
-reply (client.KernelSession.start). bench/run.py records the same figure
-as "ratios".
+reply (client.KernelSession.start); "first cell" from start_kernel() to the
+reply of a trivial cell sent right after it (what nbclient waits for before
+its first output: a kernel that answers kernel_info early but is slow to run
+cells shows here). bench/run.py records the same figures as "ratios".
 """
 
 from __future__ import annotations
@@ -23,17 +25,24 @@ from kernels import BASELINE, KERNELS
 KERNEL_NAMES = ("shell", BASELINE, "bash")
 
 
-def alternating_starts(names: list[str], starts: int, cwd: str) -> dict[str, list[float]]:
+def alternating_starts(names: list[str], starts: int, cwd: str,
+                       cell_timeout: float) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(start samples, first-cell samples) per kernel, in seconds."""
     samples: dict[str, list[float]] = {name: [] for name in names}
+    first_cells: dict[str, list[float]] = {name: [] for name in names}
     for turn in range(starts):
         shift = turn % len(names)
         for name in names[shift:] + names[:shift]:
             session = KernelSession(KERNELS[name].kernelspec, cwd)
             try:
-                samples[name].append(session.start())
+                ready = session.start()
+                ex = session.execute(KERNELS[name].snippets.trivial, cell_timeout)
+                figures._expect_ok(ex, "first cell")
+                samples[name].append(ready)
+                first_cells[name].append(ready + ex.elapsed)
             finally:
                 session.shutdown()
-    return samples
+    return samples, first_cells
 
 
 def ratios(settings: figures.Settings, cwd: str, kernel_names: tuple = KERNEL_NAMES) -> dict:
@@ -41,7 +50,7 @@ def ratios(settings: figures.Settings, cwd: str, kernel_names: tuple = KERNEL_NA
     for name in names:
         if KERNELS[name].ensure_installed is not None:
             KERNELS[name].ensure_installed()
-    starts = alternating_starts(names, settings.starts, cwd)
+    starts, first_cells = alternating_starts(names, settings.starts, cwd, settings.cell_timeout)
     sessions = {name: KernelSession(KERNELS[name].kernelspec, cwd) for name in names}
     try:
         for session in sessions.values():
@@ -61,10 +70,13 @@ def ratios(settings: figures.Settings, cwd: str, kernel_names: tuple = KERNEL_NA
         for session in sessions.values():
             session.shutdown()
     result = {name: {"start_median_s": statistics.median(starts[name]), "start_samples_s": starts[name],
+                     "first_cell_median_s": statistics.median(first_cells[name]),
                      "cell_median_ms": statistics.median(cells[name])} for name in names}
     shell = result["shell"]
     for base in names[1:]:
         shell[f"start_ratio_vs_{base}"] = shell["start_median_s"] / result[base]["start_median_s"]
+        shell[f"first_cell_ratio_vs_{base}"] = (shell["first_cell_median_s"]
+                                                / result[base]["first_cell_median_s"])
         shell[f"cell_ratio_vs_{base}"] = shell["cell_median_ms"] / result[base]["cell_median_ms"]
     return result
 
@@ -82,10 +94,11 @@ def main() -> int:
             shutdown_all()
     for name, fig in result.items():
         print(f"{KERNELS[name].label:14} start {fig['start_median_s']:.3f} s  "
-              f"cell {fig['cell_median_ms']:.2f} ms")
+              f"first cell {fig['first_cell_median_s']:.3f} s  cell {fig['cell_median_ms']:.2f} ms")
     shell = result["shell"]
     for base in KERNEL_NAMES[1:]:
         print(f"shell_kernel / {KERNELS[base].label}: start {shell[f'start_ratio_vs_{base}']:.2f}x, "
+              f"first cell {shell[f'first_cell_ratio_vs_{base}']:.2f}x, "
               f"cell {shell[f'cell_ratio_vs_{base}']:.2f}x")
     return 0
 

@@ -304,13 +304,16 @@ def _ratio_lines(fig: dict | None) -> list[str]:
     shell = fig["shell"]
     rows = [[label, _s(fig[name]["start_median_s"]), _ratio(shell["start_median_s"],
                                                             fig[name]["start_median_s"]),
+             _s(fig[name]["first_cell_median_s"]), _ratio(shell["first_cell_median_s"],
+                                                          fig[name]["first_cell_median_s"]),
              _ms(fig[name]["cell_median_ms"]), _ratio(shell["cell_median_ms"],
                                                       fig[name]["cell_median_ms"])]
             for name, label in (("shell", "shell_kernel"), ("python3", "ipykernel"),
                                 ("bash", "bash_kernel")) if name in fig]
     return ["### Start and cell ratios (kernels taking turns)", "",
-            table(["kernel", "start (median)", "shell_kernel ÷ this", "trivial cell (median)",
-                   "shell_kernel ÷ this"], rows), ""]
+            table(["kernel", "start (median)", "shell_kernel ÷ this",
+                   "start to first cell (median)", "shell_kernel ÷ this",
+                   "trivial cell (median)", "shell_kernel ÷ this"], rows), ""]
 
 
 def render(results: dict, profiles: list, notes: list[str], baseline: str) -> str:

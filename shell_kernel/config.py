@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from .backends import Backend
 from .options import OPTIONS, idle_timeout, output_limit_bytes
-from .session import Options
+
+if TYPE_CHECKING:  # the kernel's launcher imports this before ipykernel: only what it needs
+    from .backends import Backend
+    from .backends.local_spawn import SpawnedShell
+    from .session import Options
 
 
 def _option_fields(cls: type) -> type:
@@ -31,9 +34,17 @@ class KernelConfig:
     def backend(self) -> str:
         return "ssh" if self.ssh else "local"
 
-    def backend_factory(self, side_channel_early: bool = True) -> Callable[[], Backend]:
+    @property
+    def spawns_early(self) -> bool:
+        """The kernel's launcher spawns this shell itself, at once (launch.py):
+        a local shell that is not a named session."""
+        return self.ssh is None and not self.session
+
+    def backend_factory(self, side_channel_early: bool = True,
+                        spawned: SpawnedShell | None = None) -> Callable[[], Backend]:
         """side_channel_early: an ephemeral SSH shell's side channel opens at
-        start, ready for the first interrupt (see SSHBackend)."""
+        start, ready for the first interrupt (see SSHBackend). spawned: the
+        shell that the launcher spawned (spawns_early), for the first backend."""
         idle = idle_timeout(self.remote_idle_timeout, self.session is not None)
         if self.ssh is None:
             from .backends.local import LocalBackend, LocalNamedBackend
@@ -41,7 +52,9 @@ class KernelConfig:
                 return lambda: LocalNamedBackend(self.session, take_over=self.take_over,
                                                  bash=self.bash, clean=self.clean,
                                                  idle_timeout=idle)
-            return lambda: LocalBackend(bash=self.bash, clean=self.clean)
+            first = [spawned] if spawned is not None else []
+            return lambda: LocalBackend(bash=self.bash, clean=self.clean,
+                                        spawned=first.pop() if first else None)
         from .backends.ssh import SSHBackend
         from .backends.ssh_target import resolve
 
@@ -58,6 +71,7 @@ class KernelConfig:
         return ssh_backend
 
     def session_options(self) -> Options:
+        from .session import Options
         return Options(
             interrupt_grace=self.interrupt_grace,
             output_limit=output_limit_bytes(self.output_limit_mb),

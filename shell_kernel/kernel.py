@@ -1,16 +1,19 @@
 """The Jupyter side: protocol messages in, ShellSession calls out.
 
 Nothing here knows bash syntax; everything here knows Jupyter messages.
+What the first kernel_info reply does not need (the session, results,
+prompts) is imported where it is used: the shell starts meanwhile, and the
+reply does not wait for those imports (see launch.py).
 """
 
 from __future__ import annotations
 
 import logging
 import signal
-import subprocess
 import threading
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 from ipykernel import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
@@ -19,11 +22,11 @@ from . import __version__, compat
 from .completion import completion_context, word_at
 from .config import KernelConfig
 from .launch import ShellLaunch
-from .failure import cell_error
-from .prompts import Prompt
-from .results import UnknownDisplay, display_bundle, error_content, reply_metadata
-from .session import CellRecord, SessionError
 from .startup import still_starting
+
+if TYPE_CHECKING:
+    from .prompts import Prompt
+    from .session import CellRecord
 
 log = logging.getLogger("shell_kernel.kernel")
 
@@ -44,7 +47,6 @@ class ShellKernel(compat.AbortHook, Kernel):
         # shell started while ipykernel ignores SIGINT could never be interrupted.
         self._install_sigint_handler()
         self._launch = type(self).launch or ShellLaunch(KernelConfig())
-        self._session = self._launch.session
         self._output_parent: dict | None = None
         self._display_ids: set[str] = set()
         self._idle = threading.Event()  # no cell is running
@@ -52,7 +54,6 @@ class ShellKernel(compat.AbortHook, Kernel):
         #: Why the shell did not start, while the cells queued behind the
         #: cell that reported it are answered (see _send_abort_reply).
         self._start_failure: str | None = None
-        self._local_version: str | None = None  # see _bash_version
         self._stop_waiting = threading.Event()  # Stop while a cell waits for the start
         self._launch.bind(self._send_stream, self._send_display, self._send_clear)
 
@@ -81,20 +82,20 @@ class ShellKernel(compat.AbortHook, Kernel):
                     now - launch.started_at, launch.config.start_timeout, where).encode(),
                     display_id)
                 show_at = now + 1.0
-        if display_id is not None and self._session.info is not None:
+        if display_id is not None and launch.info is not None:
             self._send_clear(wait=False)  # a progress line: gone once the shell is up
         return True
 
     @property
     def banner(self) -> str:
         # kernel_info is answered at once, whatever the shell's startup files do.
-        info = self._session.info
+        info = self._launch.info
         if not self._launch.started.is_set():
             version = "(starting)"
         else:
             version = info.bash_version if info is not None else "(not started)"
         return (f"shell_kernel {__version__}: a persistent bash {version} "
-                f"({self._session.description}).\nEach cell runs in the same shell; "
+                f"({self._launch.description}).\nEach cell runs in the same shell; "
                 "a non-zero exit status makes the cell an error.")
 
     @property
@@ -109,23 +110,12 @@ class ShellKernel(compat.AbortHook, Kernel):
         }
 
     def _bash_version(self) -> str:
-        """The shell's bash version; before it is up (kernel_info does not wait
-        for the startup files), a local one asks the same bash without them,
-        so that a notebook's saved language_info does not change."""
-        info = self._session.info
-        if info is not None:
-            return info.bash_version
-        if self._launch.config.ssh is not None:
-            return ""
-        if self._local_version is None:
-            try:
-                self._local_version = subprocess.run(
-                    [self._launch.config.bash, "--noprofile", "--norc", "-c",
-                     'builtin printf %s "$BASH_VERSION"'], capture_output=True, text=True,
-                    timeout=5, stdin=subprocess.DEVNULL).stdout
-            except (OSError, subprocess.SubprocessError):
-                self._local_version = ""
-        return self._local_version
+        info = self._launch.info
+        return info.bash_version if info is not None else self._launch.bash_version()
+
+    async def kernel_info_request(self, stream, ident, parent):
+        await super().kernel_info_request(stream, ident, parent)
+        self._launch.go()  # the reply is out: the session may take the interpreter now
 
     @property
     def kernel_info(self) -> dict:
@@ -153,7 +143,7 @@ class ShellKernel(compat.AbortHook, Kernel):
     def _on_sigint(self, signum, frame) -> None:
         log.debug("SIGINT received")
         self._stop_waiting.set()
-        self._session.interrupt()
+        self._launch.interrupt()
 
     def pre_handler_hook(self) -> None:
         """The base class arms KeyboardInterrupt here; a shell kernel must not."""
@@ -164,7 +154,7 @@ class ShellKernel(compat.AbortHook, Kernel):
     async def interrupt_request(self, stream, ident, parent):
         log.debug("interrupt_request received")
         self._stop_waiting.set()
-        self._session.interrupt()
+        self._launch.interrupt()
         self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
 
     # -------------------------------------------------------------- execute
@@ -188,6 +178,7 @@ class ShellKernel(compat.AbortHook, Kernel):
         parent = self._output_parent
         if parent is None:
             return
+        from .results import UnknownDisplay, display_bundle
         try:
             bundle = display_bundle(mime, data)
         except UnknownDisplay as err:
@@ -212,14 +203,14 @@ class ShellKernel(compat.AbortHook, Kernel):
     async def do_complete(self, code, cursor_pos):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         context = completion_context(code, cursor_pos)
-        answer = self._session.query(context.what, context.word) or ""
+        answer = self._launch.query(context.what, context.word) or ""
         matches = sorted(set(line for line in answer.split("\n") if line))[:1000]
         return {"status": "ok", "matches": matches, "cursor_start": context.start,
                 "cursor_end": cursor_pos, "metadata": {}}
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         word = word_at(code, len(code) if cursor_pos is None else cursor_pos)
-        answer = self._session.query("inspect", word) if word else None
+        answer = self._launch.query("inspect", word) if word else None
         found = bool(answer) and "not found" not in answer.split("\n", 1)[0]
         data = {"text/plain": answer.rstrip("\n")} if found else {}
         return {"status": "ok", "found": found, "data": data, "metadata": {}}
@@ -227,7 +218,7 @@ class ShellKernel(compat.AbortHook, Kernel):
     async def do_is_complete(self, code):
         if not code.strip():
             return {"status": "complete"}
-        answer = self._session.query("is-complete", code)
+        answer = self._launch.query("is-complete", code)
         if answer is None:
             return {"status": "unknown"}
         if not answer.strip():
@@ -254,9 +245,10 @@ class ShellKernel(compat.AbortHook, Kernel):
             self._start_failure = str(not_started)
             meta = {"exit_code": None, "duration_s": round(time.monotonic() - started, 6)}
             return self._error_reply("ShellUnavailable", str(not_started), meta, silent)
+        from .session import SessionError
         self._idle.clear()
         try:
-            result = self._session.run(code, self._ask if allow_stdin else None)
+            result = self._launch.session.run(code, self._ask if allow_stdin else None)
         except SessionError as err:
             meta = {"exit_code": None, "duration_s": round(time.monotonic() - started, 6)}
             return self._error_reply("ShellUnavailable", str(err), meta, silent)
@@ -272,6 +264,8 @@ class ShellKernel(compat.AbortHook, Kernel):
         return self._reply_for(result, silent)
 
     def _reply_for(self, result: CellRecord, silent: bool) -> dict:
+        from .failure import cell_error
+        from .results import reply_metadata
         meta = reply_metadata(result)
         if result.detached:
             name = self._launch.config.session
@@ -295,6 +289,7 @@ class ShellKernel(compat.AbortHook, Kernel):
 
     def _error_reply(self, ename: str, evalue: str, meta: dict, silent: bool,
                      summary: str | None = None) -> dict:
+        from .results import error_content
         self._reply_metadata = meta
         content = error_content(ename, evalue, summary)
         if not silent:
@@ -327,6 +322,7 @@ class ShellKernel(compat.AbortHook, Kernel):
             self.execution_count += 1
             compat.publish_execute_input(self, content.get("code", ""), msg, self.execution_count)
         metadata = self.init_metadata(msg)
+        from .results import error_content
         self._reply_metadata = {"exit_code": None, "duration_s": 0.0}
         error = error_content("ShellUnavailable", failure)
         if not silent:

@@ -4,82 +4,48 @@ session, detached from it (LocalNamedBackend)."""
 from __future__ import annotations
 
 import os
-import secrets
 import selectors
-import shutil
 import signal
 import subprocess
 import threading
 from typing import Callable
 
-from .. import shell
 from . import (Backend, BackendError, Capabilities, ExitCallback, OutputCallback, ShellExit,
                SideResult, Started, Terminal, bash_argv, describe_error, start_reader)
 from .channel_backend import ChannelBackend
 from .channels import SideShell
 from .durable import LAUNCH_TIMEOUT, DurableShell
-from .local_processes import LocalChannels, default_signals, with_launch_environment
+from .local_processes import LocalChannels
+from .local_spawn import SpawnedShell
 from .local_terminal import LocalTerminal
 
 READ_SIZE = 1 << 16
-GUARD_SCRIPT = shell.script("guard.sh")
-REAP_SCRIPT = shell.script("reap.sh")
-
-
-def _make_state_dir(tmpdir: str) -> str | None:
-    """The session's private directory (0700, a random name), made before
-    bash starts so that the guard knows it; None if TMPDIR refuses it (bash
-    then tries itself, as session.bash does without one)."""
-    path = os.path.join(tmpdir, "shell_kernel." + secrets.token_hex(8))
-    try:
-        os.mkdir(path, 0o700)
-    except OSError:
-        return None
-    return path
 
 
 class LocalBackend(Backend):
     capabilities = Capabilities(description="local")
 
-    def __init__(self, bash: str = "bash", clean: bool = False, env: dict | None = None):
+    def __init__(self, bash: str = "bash", clean: bool = False, env: dict | None = None,
+                 spawned: SpawnedShell | None = None):
+        """spawned: a shell that the kernel's launcher started already (with
+        the same bash, clean and env), which the first start() takes."""
         self._argv = bash_argv(bash, clean)
         self._env = env
-        self._proc: subprocess.Popen | None = None
-        self._guard: subprocess.Popen | None = None
+        self._shell = spawned
         self._reader: threading.Thread | None = None
         self._send_lock = threading.Lock()
-        self._state_dir: str | None = None  # made before bash starts, for the guard
 
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> Started:
-        self._state_dir = _make_state_dir((self._env or os.environ).get("TMPDIR") or "/tmp")
-        try:
-            # A new session: terminal Ctrl-C aimed at the kernel never reaches
-            # the shell, and the reaper can find double-forked daemons by sid.
-            self._proc = subprocess.Popen(
-                self._argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=default_signals,
-                env=with_launch_environment(self._env),
-                bufsize=0,
-            )
-            # Its own session too, so that a kill of the kernel's process
-            # group (jupyter_client's) does not take the guard with it.
-            self._guard = subprocess.Popen(
-                ["/bin/sh", "-c", GUARD_SCRIPT, "shell_kernel", REAP_SCRIPT,
-                 str(self._proc.pid), self._state_dir or ""],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        except (OSError, subprocess.SubprocessError) as err:
-            raise BackendError(f"could not start {self._argv[0]}: {err}") from err
-        proc = self._proc
+        if self._shell is None:
+            try:
+                self._shell = SpawnedShell(self._argv, self._env)
+            except (OSError, subprocess.SubprocessError) as err:
+                raise BackendError(f"could not start {self._argv[0]}: {err}") from err
+        proc = self._shell.proc
         self._reader = start_reader(
             "shell-kernel-local-reader", lambda: self._read_loop(proc, on_output, on_exit),
             lambda err: on_exit(ShellExit(f"reading its output failed ({describe_error(err)})")))
-        return Started(preset_state_dir=self._state_dir)
+        return Started(preset_state_dir=self._shell.state_dir)
 
     @staticmethod
     def _read_loop(proc: subprocess.Popen, on_output: OutputCallback, on_exit: ExitCallback) -> None:
@@ -116,7 +82,7 @@ class LocalBackend(Backend):
             on_exit(ShellExit(f"exited with status {status}", status))
 
     def send(self, data: bytes) -> None:
-        proc = self._proc
+        proc = self._shell.proc if self._shell is not None else None
         if proc is None or proc.stdin is None:
             raise BackendError("the shell is not running")
         with self._send_lock:
@@ -151,40 +117,10 @@ class LocalBackend(Backend):
         return data
 
     def close(self) -> None:
-        guard, self._guard = self._guard, None
-        if guard is not None:  # the kernel closes the session: nothing to guard any more
-            guard.kill()
-            guard.wait()
-            guard.stdin.close()
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            self._end_shell(proc)
-        if self._state_dir:  # reap.sh removed it, unless the shell never got going
-            shutil.rmtree(self._state_dir, ignore_errors=True)
-
-    def _end_shell(self, proc: subprocess.Popen) -> None:
-        try:
-            proc.stdin.close()  # end-of-file: bash exits
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            # Its whole group (bash leads it, and is not reaped yet): a shell
-            # whose startup files hang (a `sleep`, a lock wait) never reached
-            # the reaper, and what they started must not outlive it.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                proc.kill()
-            proc.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=2)
-        for pipe in (proc.stdout, proc.stderr):
-            try:
-                pipe.close()
-            except OSError:
-                pass
+        shell, self._shell = self._shell, None
+        if shell is not None:
+            reader = self._reader
+            shell.close(before_pipes_close=(lambda: reader.join(timeout=2)) if reader else None)
 
 
 class LocalNamedBackend(ChannelBackend):

@@ -1,8 +1,6 @@
-"""Child processes of the kernel on this machine: how they start (signals at
-their defaults, the launch environment), and LocalChannels, the transport of
-a named local session (channels.py): each channel is a `/bin/sh -c COMMAND`,
-and the kernel's death closes their pipes as a dropped connection closes
-SSH channels.
+"""LocalChannels, the transport of a named local session (channels.py):
+each channel is a `/bin/sh -c COMMAND`, and the kernel's death closes their
+pipes as a dropped connection closes SSH channels.
 
 Threads: a channel is read by one thread at a time (see channels.py).
 """
@@ -16,37 +14,11 @@ import subprocess
 import time
 
 from .channels import ChannelExit
+from .local_spawn import default_signals, with_launch_environment
 
 READ_SIZE = 1 << 16
 # How often a read that waits looks whether the channel was closed meanwhile.
 POLL_SECONDS = 0.5
-
-
-def default_signals() -> None:
-    """In the shell's process, before exec: every signal at its default and
-    none blocked, whatever the kernel inherited. A kernel started by
-    `jupyter lab &` in a script ignores SIGINT; an ignored signal stays
-    ignored across exec, bash cannot undo that, and Stop could then never
-    interrupt a cell (its processes would ignore SIGINT too)."""
-    for sig in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
-        signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, ())
-
-
-# The virtualenv or conda environment active where Jupyter was started.
-LAUNCH_ENVIRONMENT = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV")
-
-
-def with_launch_environment(env: dict | None) -> dict:
-    """The shell's environment, plus a copy of LAUNCH_ENVIRONMENT under
-    names that startup files leave alone (a login shell's /etc/profile resets
-    PATH, a conda hook in .bashrc activates another environment): after them,
-    session.bash makes these first on PATH again."""
-    env = dict(os.environ if env is None else env)
-    for name in LAUNCH_ENVIRONMENT:
-        if env.get(name):
-            env["__shell_kernel_launch_" + name] = env[name]
-    return env
 
 
 class LocalChannel:

@@ -16,7 +16,7 @@ Threads, what each runs, and what it owns (docs/architecture.md, "Threads",
 has the same table):
 
 - caller (the kernel's shell handler; "shell-kernel-start", the launch
-  thread, for the first start; a fleet worker): ShellSession.start, run,
+  thread, for the first start: see launch.py for when; a fleet worker): ShellSession.start, run,
   query, close, serialised by the run lock (a cell sent during the start
   waits for it; a query before the shell is up answers None at once;
   close takes it only to ask an idle shell to end itself). Owns _seq, _query_seq, and the keeper's

@@ -1,7 +1,6 @@
 """Shell code that the kernel runs in (session.bash) and beside (the .sh files) the shell."""
 
 import os
-from importlib import resources
 
 #: Set (to anything) in the kernel's environment, it makes every script and
 #: the session's bash code do as on a host without /proc (see pids.sh): how
@@ -23,6 +22,9 @@ def script(name: str) -> str:
     "#include FILE" stands for FILE's text: helpers that several scripts
     share, each carrying its own copy (they run as `sh -c TEXT` on a host
     that has none of these files)."""
-    text = resources.files(__name__).joinpath(name).read_text()
+    # A plain read beside this file (the package is installed as files):
+    # importlib.resources would cost the kernel's start a few milliseconds.
+    with open(os.path.join(os.path.dirname(__file__), name), encoding="utf-8") as file:
+        text = file.read()
     return "".join(script(line.split()[1]) if line.startswith("#include ") else line
                    for line in text.splitlines(keepends=True))

@@ -178,3 +178,23 @@ def test_the_extensions_cell_record_has_the_keys_the_kernel_sends():
     ts = typescript_interface_keys((PACKAGE / "lab" / "src" / "status.ts").read_text(), "ICellRecord")
     assert "exit_code" in ts  # the parse works
     assert ts == set(reply_metadata(every_field_set())) | KERNEL_KEYS
+
+
+def test_the_kernels_first_reply_needs_none_of_the_session():
+    """Issue 21's start goal: what `python -m shell_kernel kernel` imports
+    before its first kernel_info reply (the CLI, the launcher, the kernel
+    class, ipykernel) leaves out the session, the protocol, the prompts and
+    paramiko: those are imported on the launch thread after that reply, while
+    bash already runs its startup files (launch.py)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import shell_kernel.cli, shell_kernel.launch, shell_kernel.kernel; "
+            "print('\\n'.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert "shell_kernel.kernel" in loaded  # the check itself sees what was imported
+    heavy = {"shell_kernel.session", "shell_kernel.protocol", "shell_kernel.prompts",
+             "shell_kernel.output", "shell_kernel.backends.local", "shell_kernel.backends.ssh",
+             "paramiko"}
+    assert loaded & heavy == set()

@@ -1,0 +1,90 @@
+"""The kernel's launcher (launch.py) with a real local bash, no kernel
+process: the shell spawned at once, adopted by the session made later, or
+ended with nothing left when the kernel closes first."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+
+from harness import wait_until
+from shell_kernel.config import KernelConfig
+from shell_kernel.launch import GO_ANYWAY_S, ShellLaunch
+from shell_kernel.testing.processes import alive, children
+
+from conftest import TEST_BASH
+
+
+def config() -> KernelConfig:
+    return KernelConfig(clean=True, bash=TEST_BASH or "bash")
+
+
+def our_shells() -> set[int]:
+    """This process's children that a launch spawns: the interactive bash
+    and its guard (`/bin/sh -c GUARD shell_kernel ...`); not the version
+    probe, which ends by itself, nor what other fixtures started."""
+    def is_launched(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+        except OSError:
+            return False  # gone meanwhile
+        return b"-i" in argv or argv[:2] == [b"/bin/sh", b"-c"] and b"shell_kernel" in argv
+    return {pid for pid in children(os.getpid()) if is_launched(pid)}
+
+
+def state_dirs() -> set[str]:
+    return set(glob.glob(os.path.join(os.environ.get("TMPDIR") or "/tmp", "shell_kernel.*")))
+
+
+def test_the_session_adopts_the_shell_spawned_at_launch():
+    before = our_shells()
+    launch = ShellLaunch(config())
+    try:
+        spawned = our_shells() - before  # at once, before anything asked for the shell
+        assert len(spawned) == 2, "the bash and its guard"
+        assert launch.session is None  # not before the first reply (or GO_ANYWAY_S)
+        assert launch.wait_started(30)  # asks for the shell: the session is made now
+        assert launch.take_error() is None
+        assert launch.info.pid in spawned
+        record = launch.session.run("echo $$")
+        assert record.exit_code == 0
+    finally:
+        launch.close()
+    assert wait_until(lambda: not our_shells() - before, timeout=10), our_shells() - before
+
+
+def test_a_launch_closed_before_its_session_was_made_leaves_nothing():
+    before, dirs = our_shells(), state_dirs()
+    launch = ShellLaunch(config())
+    spawned = our_shells() - before
+    assert len(spawned) == 2
+    assert state_dirs() - dirs, "the shell's private directory was made before bash started"
+    launch.close()  # the kernel shut down before its first kernel_info reply
+    assert launch.session is None
+    assert launch.started.is_set()  # a cell still waiting would stop waiting
+    assert not any(alive(pid) for pid in spawned)
+    assert not state_dirs() - dirs
+
+
+def test_the_session_starts_unasked_after_a_while():
+    """A client that never sends kernel_info still gets its shell ready."""
+    launch = ShellLaunch(config())
+    try:
+        assert launch.started.wait(GO_ANYWAY_S + 30)
+        assert launch.info is not None
+    finally:
+        launch.close()
+
+
+def test_bash_version_before_the_session_is_that_bashs():
+    bash = TEST_BASH or "bash"
+    expected = subprocess.run([bash, "-c", 'printf %s "$BASH_VERSION"'], capture_output=True,
+                              text=True, check=True).stdout
+    launch = ShellLaunch(config())
+    try:
+        assert launch.info is None
+        assert launch.bash_version() == expected
+    finally:
+        launch.close()
