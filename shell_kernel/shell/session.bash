@@ -130,28 +130,51 @@ builtin unset -f __shell_kernel_first_on_path
 builtin export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER= \
   PYTHONUNBUFFERED=1 TERM=dumb
 
-# The shell's children, as pids. At the end of a cell no cell runs, so they
-# are all background jobs: every process of a pipeline, disowned and nohup'd
-# jobs too (`jobs -p` lists neither). reap.sh spares their trees when it
-# interrupts a later cell or query. Linux lists them without a fork.
+# A state file's new text: $1 the file, $2 the text, $3 the name of the
+# variable that keeps the length of what this shell wrote there last.
+# Truncating a file makes ext4 flush it to disk when it is closed
+# (auto_da_alloc): milliseconds on a busy disk, twice per cell. So a text no
+# shorter than the last one overwrites the file in place (one write, as the
+# truncating one was), and only a shorter one truncates it.
+__shell_kernel_put() {
+  builtin local LC_ALL=C __shell_kernel_put_length  # bytes, not characters
+  __shell_kernel_put_length=${#2}
+  if (( __shell_kernel_put_length >= ${!3:-0} )); then
+    builtin printf '%s' "$2" 1<> "$1"
+  else
+    builtin printf '%s' "$2" >| "$1"
+  fi
+  builtin printf -v "$3" %s "$__shell_kernel_put_length"
+}
+
+# The shell's children, as pids in $__shell_kernel_child_pids, one line. At
+# the end of a cell no cell runs, so they are all background jobs: every
+# process of a pipeline, disowned and nohup'd jobs too (`jobs -p` lists
+# neither). reap.sh spares their trees when it interrupts a later cell or
+# query. Linux lists them without a fork.
 __shell_kernel_children() {
-  builtin local children self pid ppid
+  builtin local self pid ppid list
+  __shell_kernel_child_pids=
   if [[ -r $__shell_kernel_proc/task/$$/children ]]; then
-    IFS= builtin read -r children < "$__shell_kernel_proc/task/$$/children"
-    builtin printf '%s\n' "$children"
+    IFS= builtin read -r __shell_kernel_child_pids < "$__shell_kernel_proc/task/$$/children"
     builtin return 0
   fi
   # ps lists itself as a child: it runs as the command substitution, whose
   # pid comes first (said by the sh it becomes first: bash 3.2 has no $BASHPID).
-  children=$(builtin exec /bin/sh -c 'echo "$$"; exec ps -A -o pid= -o ppid= 2>/dev/null')
+  list=$(builtin exec /bin/sh -c 'echo "$$"; exec ps -A -o pid= -o ppid= 2>/dev/null')
   { IFS= builtin read -r self
     while IFS=$' \t' builtin read -r pid ppid; do
-      if [[ $ppid == "$$" && $pid != "$self" ]]; then builtin printf '%s\n' "$pid"; fi
-    done; } <<< "$children"
+      if [[ $ppid == "$$" && $pid != "$self" ]]; then
+        __shell_kernel_child_pids+="$pid "
+      fi
+    done; } <<< "$list"
 }
 # Jobs that the startup files left running are background jobs too.
+__shell_kernel_jobs_length= __shell_kernel_status_length= __shell_kernel_cell_length=
 if [[ -n $__shell_kernel_dir ]]; then
-  { __shell_kernel_children >| "$__shell_kernel_dir/jobs"; } 2>/dev/null
+  __shell_kernel_children
+  { __shell_kernel_put "$__shell_kernel_dir/jobs" "$__shell_kernel_child_pids"$'\n' \
+      __shell_kernel_jobs_length; } 2>/dev/null
 fi
 
 # End of a cell: record the status, then frame the end on both streams.
@@ -178,8 +201,11 @@ __shell_kernel_post() {
     # $2, when given: the cell's history entry.
     if (( $# > 1 )); then builtin history -s -- "$2"; fi
     if [[ -n ${__shell_kernel_dir-} ]]; then
-      { builtin printf '%s\n%s\n%s' "$seq" "$status" "${PWD-}" >| "$__shell_kernel_dir/status"
-        __shell_kernel_children >| "$__shell_kernel_dir/jobs"
+      { __shell_kernel_put "$__shell_kernel_dir/status" "$seq"$'\n'"$status"$'\n'"${PWD-}" \
+          __shell_kernel_status_length
+        __shell_kernel_children
+        __shell_kernel_put "$__shell_kernel_dir/jobs" "$__shell_kernel_child_pids"$'\n' \
+          __shell_kernel_jobs_length
         if [[ -n ${__shell_kernel_snapshot-} ]]; then
           builtin export -p >| "$__shell_kernel_dir/exports"
         fi; } 2>/dev/null || builtin true
@@ -259,7 +285,8 @@ __shell_kernel_resume() {
   __shell_kernel_stale_frames=$(( ${#BASH_LINENO[@]} - 1 ))
   __shell_kernel_running=yes  # see the trap on URG
   if [[ -n $__shell_kernel_cells ]]; then
-    { builtin printf '%s\n' "${1-}" >| "$__shell_kernel_cells"; } 2>/dev/null || builtin true
+    { __shell_kernel_put "$__shell_kernel_cells" "${1-}"$'\n' __shell_kernel_cell_length; } \
+      2>/dev/null || builtin true
   fi
   if [[ -n ${1-} && -n ${__shell_kernel_named-} ]]; then
     __shell_kernel_now
