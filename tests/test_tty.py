@@ -108,6 +108,24 @@ def test_the_terminal_holders_end_with_the_shell(tty_kernel):
     assert not set(terminal_processes(tty_kernel)) & set(old)
 
 
+def test_each_terminal_holder_holds_its_own_input_only(tty_kernel):
+    """Each holder and its `script` end when the shell closes their input (57
+    or 58), whatever becomes of the other: none holds the other's (bash 3.2
+    keeps a process substitution's pipe open in the shell until the whole
+    start is over, so a second holder started that way held the first's)."""
+    out_holder, err_holder, out_script, err_script = terminal_processes(tty_kernel)
+    out_input, err_input = tty_kernel.ok("readlink /proc/$$/fd/57 /proc/$$/fd/58").split("\n")[:2]
+
+    def held(pid: int) -> set:
+        return {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+
+    assert out_input != err_input
+    for pid in (out_holder, out_script):
+        assert out_input in held(pid) and err_input not in held(pid)
+    for pid in (err_holder, err_script):
+        assert err_input in held(pid) and out_input not in held(pid)
+
+
 @pytest.fixture
 def durable_tty_kernel(jupyter_prefix, start_kernel, server, tmp_path):
     config = server.write_ssh_config(tmp_path / "cfg-tty")
