@@ -12,10 +12,14 @@
 # displays and end frames all go through them, each stream in its order.
 # The holder sets the terminal up (no output processing, so LF stays LF; a
 # window size), says its pid and the terminal's path through a FIFO, then waits on a
-# pipe whose other end the shell holds (fd 57 or 58): when the shell ends
-# (killed too), the holder and its `script` end. `script` reads that pipe
-# too: an old one that ends at end-of-file on its input also ends with the
-# shell. (dash takes descriptors 0-9 only, hence 7 and 8 in the holder.)
+# FIFO of its own whose only writer is the shell (fd 57 or 58): when the
+# shell ends (killed too), the holder and its `script` end. `script` reads
+# that FIFO too: an old one that ends at end-of-file on its input also ends
+# with the shell. The FIFOs are made in the shell's private state directory
+# and removed once open. (Not process substitutions: bash 3.2 keeps their
+# pipes open in the shell until the whole start is over, so the second
+# holder would hold the first's input too. dash takes descriptors 0-9 only,
+# hence 7 and 8 in the holder.)
 #
 # Descriptors are moved with a plain `exec`: the redirections of `builtin
 # exec` do not outlast it, and bash 3.2's `command exec REDIRECTION` inside
@@ -33,18 +37,20 @@ __shell_kernel_tty_columns=80 __shell_kernel_tty_lines=24
 
 __shell_kernel_open_ttys() {
   builtin local fifo="${__shell_kernel_dir-}/ttys" out= err= out_pid= err_pid=
+  builtin local out_input="${__shell_kernel_dir-}/tty-stdout" err_input="${__shell_kernel_dir-}/tty-stderr"
   builtin local holder="stty -opost cols $__shell_kernel_tty_columns rows $__shell_kernel_tty_lines"
   holder+=' 2>/dev/null; echo "$$ $(tty)" >&7 7>&- && exec cat <&8 >/dev/null 7>&-'
   if [[ -z ${__shell_kernel_dir-} ]] || ! builtin type -P script >/dev/null; then
     __shell_kernel_tty_failed "util-linux 'script' is not installed on this host"
     builtin return 0
   fi
-  # Opened read-write, so that the open never blocks, whoever comes.
-  if ! { builtin command mkfifo -m 600 -- "$fifo" && exec 56<>"$fifo"; } 2>/dev/null; then
+  # Opened read-write, so that the opens never block, whoever comes.
+  if ! { builtin command mkfifo -m 600 -- "$fifo" "$out_input" "$err_input" \
+      && exec 56<>"$fifo" 57<>"$out_input" 58<>"$err_input"; } 2>/dev/null; then
+    builtin command rm -f -- "$fifo" "$out_input" "$err_input"
     __shell_kernel_tty_failed "cannot make a FIFO in $__shell_kernel_dir"
     builtin return 0
   fi
-  builtin command rm -f -- "$fifo"
   # Not the shell's children (the subshell leaves them to init) and in a
   # session of their own: a cell's `kill 0`, an interrupt and the reaping
   # of the shell's processes at shutdown (which would wait for `script` to
@@ -58,12 +64,13 @@ __shell_kernel_open_ttys() {
     holding=(script -q /dev/null /bin/sh -c "$holder")
   fi
   # One after the other, so that each path read is the one just asked for.
-  exec 57> >(exec 8<&0 7>&56 56>&- 60<&- 62>&-
-    SHELL=/bin/sh "${setsid[@]}" "${holding[@]}" <&8 >&61 2>/dev/null 61>&- &)
+  ( exec 8<"$out_input" 7>&56 56>&- 57>&- 58>&- 60<&- 62>&-
+    SHELL=/bin/sh "${setsid[@]}" "${holding[@]}" <&8 >&61 2>/dev/null 61>&- & )
   IFS=' ' builtin read -r -t 5 -u 56 out_pid out
-  exec 58> >(exec 8<&0 7>&56 56>&- 57>&- 60<&- 61>&-
-    SHELL=/bin/sh "${setsid[@]}" "${holding[@]}" <&8 >&62 2>/dev/null 62>&- &)
+  ( exec 8<"$err_input" 7>&56 56>&- 57>&- 58>&- 60<&- 61>&-
+    SHELL=/bin/sh "${setsid[@]}" "${holding[@]}" <&8 >&62 2>/dev/null 62>&- & )
   IFS=' ' builtin read -r -t 5 -u 56 err_pid err
+  builtin command rm -f -- "$fifo" "$out_input" "$err_input"
   __shell_kernel_tty_holders=("$out_pid" "$err_pid")
   exec 56<&-
   # The kernel's channels stay open on 54/55, for __shell_kernel_check_ttys.
