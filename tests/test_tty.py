@@ -108,6 +108,24 @@ def test_the_terminal_holders_end_with_the_shell(tty_kernel):
     assert not set(terminal_processes(tty_kernel)) & set(old)
 
 
+def test_each_terminal_holder_holds_its_own_input_only(tty_kernel):
+    """Each holder and its `script` end when the shell closes their input (57
+    or 58), whatever becomes of the other: none holds the other's (bash 3.2
+    keeps a process substitution's pipe open in the shell until the whole
+    start is over, so a second holder started that way held the first's)."""
+    out_holder, err_holder, out_script, err_script = terminal_processes(tty_kernel)
+    out_input, err_input = tty_kernel.ok("readlink /proc/$$/fd/57 /proc/$$/fd/58").split("\n")[:2]
+
+    def held(pid: int) -> set:
+        return {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+
+    assert out_input != err_input
+    for pid in (out_holder, out_script):
+        assert out_input in held(pid) and err_input not in held(pid)
+    for pid in (err_holder, err_script):
+        assert err_input in held(pid) and out_input not in held(pid)
+
+
 @pytest.fixture
 def durable_tty_kernel(jupyter_prefix, start_kernel, server, tmp_path):
     config = server.write_ssh_config(tmp_path / "cfg-tty")
@@ -140,6 +158,31 @@ def test_a_killed_terminal_holder_costs_its_output_not_the_shell(tty_kernel):
     assert execution.exit_code == 0
     assert "a terminal of this shell's output ended" in execution.stderr
     assert tty_kernel.ok("echo $KEPT; [ -t 1 ] || echo pipe; echo $TERM") == "yes\npipe\ndumb\n"
+
+
+def test_the_terminals_open_and_close_without_losing_the_shells_state(
+        jupyter_prefix, start_kernel):
+    """The shell opens and gives up its terminals with a plain `exec`: bash
+    3.2's `command exec REDIRECTION` inside a function or an eval discards
+    the cleanup of every call around it, so the shell lost its place in its
+    input and ended at the start, and a function's locals outlived it. A
+    user's function named exec (defined in a cell) is set aside meanwhile,
+    and is there again after."""
+    install_spec(jupyter_prefix, "shell-test-tty-exec", ["--tty"])
+    kernel = start_kernel("shell-test-tty-exec")
+    execution = kernel.run("[ -t 1 ] && [ -t 2 ] && echo terminals")
+    assert (execution.stdout, execution.stderr) == ("terminals\n", "")
+    locals_left = "declare -p {} 2>&1 | grep -v 'not found'; echo done"
+    assert kernel.ok(locals_left.format("fifo holder holding setsid out err out_pid err_pid")) \
+        == "done\n"
+    kernel.ok('exec() { echo "user exec $*" >> exec.log; builtin exec "$@"; }')
+    execution = kernel.run("kill $(ps -o ppid= -p ${__shell_kernel_tty_holders[0]}); sleep 0.5",
+                           timeout=30)
+    assert "a terminal of this shell's output ended" in execution.stderr
+    # The cells write to the kernel's channels again; the user's exec was not called.
+    execution = kernel.run("[ -t 1 ] || echo pipe; echo err >&2; type -t exec; "
+                           "cat exec.log 2>/dev/null; " + locals_left.format("pid stat alive"))
+    assert (execution.stdout, execution.stderr) == ("pipe\nfunction\ndone\n", "err\n")
 
 
 def test_the_output_limit_and_coalescing_hold_under_tty(jupyter_prefix, start_kernel):
