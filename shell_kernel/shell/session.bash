@@ -113,7 +113,7 @@ if [[ -z $(builtin history) && -n $__shell_kernel_dir ]]; then
   { builtin printf ':\n' >| "$__shell_kernel_dir/history"
     builtin history -r "$__shell_kernel_dir/history"
     builtin command rm -f -- "$__shell_kernel_dir/history"; } 2>/dev/null
-  __shell_kernel_history_push '*' :
+  __shell_kernel_history_push '*' : || builtin true  # (readonly: the first cell's entry replaces it)
 else
   builtin history -c
 fi
@@ -329,10 +329,11 @@ fi
 # eval it would hold the previous cell's whole text). Under set -e a non-zero
 # status would end the shell here, so it is 0 then (a set -e shell whose
 # last command failed has normally exited already).
-# $1 is the cell's sequence number ($2 "fc" and $3 its text: a cell that
-# runs fc; the last argument is always ''): in a named session (launch.sh gave its
+# $1 is the cell's sequence number: in a named session (launch.sh gave its
 # directory an owner), "SEQ SECONDS" in `started` says which cell runs since
-# when, for a kernel that attaches to it later.
+# when, for a kernel that attaches to it later. $2 "fc" and $3 the cell's
+# text: a cell that runs fc (see __shell_kernel_fc_begin). The last argument
+# is always ''.
 __shell_kernel_resume() {
   __shell_kernel_line=${BASH_LINENO[0]}  # the eval's line: cell lines count from it
   # Bash <= 4.2 keeps the call frames that an interrupt unwound (`exit` in a
