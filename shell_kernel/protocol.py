@@ -97,9 +97,12 @@ def prepare_cell(code: str) -> PreparedCell:
 
 def eval_lines(source: bytes, seq: int) -> bytes:
     """The two input lines that run one cell and report its end. The cell
-    reads descriptor STDIN_FD (see stdin_line)."""
+    reads descriptor STDIN_FD (see stdin_line). A cell that runs fc is named
+    to the shell with its text (see runs_fc)."""
+    text = _history_text(source)
+    fc = b"fc " + ansi_c_quote(text) + b" " if text is not None and runs_fc(text) else b""
     return (
-        b"__shell_kernel_resume %d ''; builtin eval -- " % seq + ansi_c_quote(source)
+        b"__shell_kernel_resume %d %s''; builtin eval -- " % (seq, fc) + ansi_c_quote(source)
         + b" <&%d >&61 2>&62\n" % STDIN_FD + post_line(seq, b"$?", history_entry(source))
     )
 
@@ -135,6 +138,15 @@ def history_entry(source: bytes) -> bytes | None:
     (so that `fc -s` re-runs a whole cell, never a fragment such as `done`),
     without the blank lines around them; None for a blank cell, a re-run, or
     one over MAX_HISTORY_ENTRY."""
+    text = _history_text(source)
+    if text is None or _RERUN.match(text):
+        return None
+    return text
+
+
+def _history_text(source: bytes) -> bytes | None:
+    """The cell's lines without the blank lines around them; None for a
+    blank cell or one over MAX_HISTORY_ENTRY."""
     if len(source) > MAX_HISTORY_ENTRY:
         return None
     lines = source.split(b"\n")
@@ -142,9 +154,21 @@ def history_entry(source: bytes) -> bytes | None:
         lines.pop()
     while lines and not lines[0].strip():
         lines.pop(0)
-    if not lines or _RERUN.match(lines[0]):
-        return None
-    return b"\n".join(lines)
+    return b"\n".join(lines) if lines else None
+
+
+# The word fc anywhere in a cell (not fc-cache, a path or an option), or a
+# re-run: bash 3.2's fc takes the newest history entry for the fc command
+# itself, as a terminal has added it by then, so there the shell adds the
+# cell's text before it runs (session.bash, __shell_kernel_fc_begin). A
+# word that is not the command costs only that: `history` in that cell
+# shows the cell. fc run by a function whose call names no fc is not seen.
+_NAMES_FC = re.compile(rb"(?<![\w./-])fc(?![\w./-])")
+
+
+def runs_fc(text: bytes) -> bool:
+    """Whether a cell (its history text) may run fc: see _NAMES_FC."""
+    return bool(_NAMES_FC.search(text) or _RERUN.match(text))
 
 
 QUERIES = ("commands", "variables", "paths", "is-complete", "inspect")

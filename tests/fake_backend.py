@@ -16,7 +16,7 @@ from typing import Callable
 from shell_kernel.backends import Backend, BackendError, Capabilities, ShellExit, SideResult, Started
 
 TOKEN = re.compile(rb"__shell_kernel_token=([0-9a-f]+)")
-CELL = re.compile(rb"^__shell_kernel_resume (?:\d+ )?''; builtin eval -- (\$'.*') <\S+ >&61 2>&62$")
+CELL = re.compile(rb"^__shell_kernel_resume (?:\d+ )?(?:fc \$'.*' )?''; builtin eval -- (\$'.*') <\S+ >&61 2>&62$")
 POST = re.compile(rb"__shell_kernel_post (\d+)(?: \$'.*')?$")
 CLOSE = re.compile(rb"^__shell_kernel_close [0-9a-f]+$")
 

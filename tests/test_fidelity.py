@@ -164,7 +164,32 @@ def test_fc_lists_and_reruns_the_cells(fresh_kernel):
     execution = kernel.run("fc -s echo")
     assert execution.stdout == "two\nthree\n" and execution.stderr == "echo two\n\necho three\n"
     assert kernel.ok("fc -s") == "two\nthree\n"  # the command re-run above, not "fc -s"
-    assert "fc -s" not in kernel.ok("history")
+    # What fc -s re-ran is recorded, in the place of the newest entry (the
+    # `fc -l` cell): bash 5.2's own `fc -s` replaces the newest entry, which
+    # it takes for the line that ran it, and the shell's history is off. The
+    # same on every bash (3.2 and 4.2 do it through session.bash).
+    listing = ("    1  echo one\n    2  echo two\n\necho three\n    3  grep -q nomatch /dev/null\n"
+               "    4  history\n    5  echo two\n\necho three\n")
+    assert kernel.ok("history") == listing
+    # ... and stays when the next cells are added (bash <= 4.2's next
+    # `history -s` deleted it first).
+    assert kernel.ok("echo four") == "four\n"
+    assert kernel.ok("history") == listing + "    6  history\n    7  echo four\n"
+
+
+def test_fc_in_a_cell_that_runs_more(fresh_kernel):
+    kernel = fresh_kernel
+    kernel.ok("echo one")
+    kernel.ok("echo two")
+    # fc -l in the middle of a cell lists the cells before it, the last too.
+    assert kernel.ok("fc -l -2; echo after") == "1\t echo one\n2\t echo two\nafter\n"
+    assert kernel.ok("fc -l -2") == "2\t echo two\n3\t fc -l -2; echo after\n"
+    # fc -s there: what it re-ran replaces the newest entry (as above), then
+    # the cell's own entry comes.
+    assert kernel.ok("cd .; fc -s echo") == "two\n"
+    assert kernel.ok("history") == (
+        "    1  echo one\n    2  echo two\n    3  fc -l -2; echo after\n    4  echo two\n"
+        "    5  cd .; fc -s echo\n")
 
 
 # -------------------------------------------------------------------- clear

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import install_spec, kernel_env
+from conftest import TEST_BASH, install_spec, kernel_env
 from harness import KernelHarness, pids_matching, wait_until
 from shell_kernel.shell import script
 from shell_kernel.testing.sshd import SSHServer, setenv_config
@@ -500,8 +500,10 @@ def test_kernels_opening_one_name_at_once_get_one_shell(jupyter_prefix, host, tm
         for execution in refused:
             assert f"session {name}" in execution.errors[0]["evalue"], execution.errors
         shell_pid = int(attached[0].stdout)
+        # The shell's command line names the bash the kernelspec runs
+        # (SHELL_KERNEL_TEST_BASH gives a path: backends.shell_argv).
         shells = [pid for pid, cmdline in new_processes(tmpdir, before).items()
-                  if cmdline == "bash -l -i +o history"]
+                  if cmdline == f"{TEST_BASH or 'bash'} -l -i +o history"]
         assert shells == [shell_pid]
         assert not list(sessions_dir.glob(f".{name}.lock*"))
     finally:

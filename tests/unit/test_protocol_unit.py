@@ -162,6 +162,21 @@ def test_history_entry_is_the_cell_without_blank_lines_around_it():
     assert protocol.history_entry(b"x" * (protocol.MAX_HISTORY_ENTRY + 1)) is None
 
 
+def test_a_cell_that_runs_fc_is_named_to_the_shell_with_its_text():
+    for cell in (b"fc -l", b"\nfc -s echo\n", b"echo a; fc -l -2", b"r", b"builtin fc -l",
+                 b"x=$(fc -ln -1)"):
+        assert protocol.runs_fc(protocol._history_text(cell)), cell
+    for cell in (b"fc-cache -f", b"ls /usr/lib/fc", b"echo libfc.so", b"gcc -fc x.c", b"echo afc"):
+        assert not protocol.runs_fc(cell), cell
+    line = protocol.eval_lines(b"\nfc -s echo\n", 7)
+    assert line.startswith(b"__shell_kernel_resume 7 fc $'fc -s echo' ''; builtin eval -- ")
+    assert line.endswith(b"__shell_kernel_post 7\n")  # a re-run: no entry of its own
+    assert protocol.eval_lines(b"echo a", 8).startswith(b"__shell_kernel_resume 8 ''; builtin eval")
+    # Over the entry's limit: neither recorded nor named.
+    big = b"fc -l; " + b"x" * protocol.MAX_HISTORY_ENTRY
+    assert protocol.eval_lines(big, 9).startswith(b"__shell_kernel_resume 9 ''; ")
+
+
 def test_failed_command_names_what_the_user_wrote():
     from shell_kernel.failure import failed_command
     cell = "echo a\necho hello | grep nomatch\ncheck_all"
