@@ -138,6 +138,10 @@ waiting() {
 # returns 2).
 report() {
   local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd fifo
+  # The last cell that ended (session.bash's post hook writes it first in
+  # $dir/status): this read's cell is the one after it (see discard).
+  ended_at_report=
+  if [[ -n $dir ]]; then { builtin read -r ended_at_report < "$dir/status"; } 2>/dev/null; fi
   modes=" $(stty -a < "$tty") "
   case $modes in *[[:space:]]-echo[[:space:]]*) echo=0 ;; esac
   case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 keys=$asked ;; esac
@@ -183,6 +187,16 @@ report() {
 # spends waiting (a read reported meanwhile waits for that).
 discard() {
   local line
+  if [[ -n $dir ]]; then
+    # A cell that ended since the read was reported leaves what it did not
+    # read to the kernel, which has the shell discard it before the next
+    # cell (__shell_kernel_reset_stdin): waiting here for a line (a second
+    # on bash 3.2) would only delay the next cell's first prompt, whose text
+    # would then have gone out as output.
+    local ended=
+    { builtin read -r ended < "$dir/status"; } 2>/dev/null
+    [[ $ended == "$ended_at_report" ]] || builtin return 0
+  fi
   if (( BASH_VERSINFO[0] < 4 )); then
     while IFS= builtin read -r -t 1 -u 8 line; do :; done
     builtin return 0
@@ -204,6 +218,7 @@ discard() {
 # A cell that runs costs a ps and an awk every 0.15 s; between cells, only two reads of files session.bash writes
 # ($dir/cell when a cell starts, $dir/status when it ends).
 answers=0
+ended_at_report=
 if [[ -n $portable ]]; then
   trap 'answers=$(( answers + 1 ))' WINCH
   shell_alive() { builtin kill -0 "$shell" 2>/dev/null; }
