@@ -93,12 +93,27 @@ shell_idle() {
     && [[ ! /proc/$shell/fd/0 -ef $tty ]]
 }
 
-# The shell's process tree, as "pid pid ..." in $tree.
+# What earlier cells left running, as " pid pid ... " in $left: the shell's
+# children when the last cell ended (session.bash's post hook writes them to
+# $dir/jobs), as reap.sh takes them. Their trees are not the running cell's:
+# a background job, or the program of an interrupted cell that bash 3.2 (under load) no
+# longer waited for (vim, ssh: it reads the terminal until its SIGTERM) and
+# which would otherwise be taken for the next cell's, and stop it.
+left_running() {
+  local line
+  left=" "
+  [[ -n $dir ]] || builtin return 0
+  { while builtin read -r line; do left+="$line "; done < "$dir/jobs"; } 2>/dev/null
+}
+
+# The running cell's process tree, as "pid pid ..." in $tree.
 collect_tree() {
-  local queue=("$shell") pid kids
+  local queue=("$shell") pid kids left
   tree=
+  left_running
   while (( ${#queue[@]} )); do
     pid=${queue[0]} queue=("${queue[@]:1}")
+    if [[ $left == *" $pid "* ]]; then continue; fi
     tree+=" $pid"
     kids=
     builtin read -r kids < "/proc/$pid/task/$pid/children" 2>/dev/null
@@ -138,6 +153,10 @@ waiting() {
 # returns 2).
 report() {
   local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd fifo
+  # The last cell that ended (session.bash's post hook writes it first in
+  # $dir/status): this read's cell is the one after it (see discard).
+  ended_at_report=
+  if [[ -n $dir ]]; then { builtin read -r ended_at_report < "$dir/status"; } 2>/dev/null; fi
   modes=" $(stty -a < "$tty") "
   case $modes in *[[:space:]]-echo[[:space:]]*) echo=0 ;; esac
   case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 keys=$asked ;; esac
@@ -183,6 +202,16 @@ report() {
 # spends waiting (a read reported meanwhile waits for that).
 discard() {
   local line
+  if [[ -n $dir ]]; then
+    # A cell that ended since the read was reported leaves what it did not
+    # read to the kernel, which has the shell discard it before the next
+    # cell (__shell_kernel_reset_stdin): waiting here for a line (a second
+    # on bash 3.2) would only delay the next cell's first prompt, whose text
+    # would then have gone out as output.
+    local ended=
+    { builtin read -r ended < "$dir/status"; } 2>/dev/null
+    [[ $ended == "$ended_at_report" ]] || builtin return 0
+  fi
   if (( BASH_VERSINFO[0] < 4 )); then
     while IFS= builtin read -r -t 1 -u 8 line; do :; done
     builtin return 0
@@ -204,6 +233,7 @@ discard() {
 # A cell that runs costs a ps and an awk every 0.15 s; between cells, only two reads of files session.bash writes
 # ($dir/cell when a cell starts, $dir/status when it ends).
 answers=0
+ended_at_report=
 if [[ -n $portable ]]; then
   trap 'answers=$(( answers + 1 ))' WINCH
   shell_alive() { builtin kill -0 "$shell" 2>/dev/null; }
@@ -223,16 +253,18 @@ if [[ -n $portable ]]; then
   # (command names, which may hold spaces: ps prints comm last). ps cuts a
   # wait channel that is not its last column to a few letters (procps: 6).
   collect_tree() {
-    local pid kind names_of
+    local pid kind names_of left
     tree= waits=" " names=$'\n'
+    left_running
     while IFS=' ' builtin read -r pid kind names_of; do
       tree+=" $pid" waits+="$pid:$kind " names+="$pid:$names_of"$'\n'
-    done < <(LC_ALL=C ps -A -o pid= -o ppid= -o wchan= -o comm= 2>/dev/null | awk -v shell="$shell" '
+    done < <(LC_ALL=C ps -A -o pid= -o ppid= -o wchan= -o comm= 2>/dev/null | awk -v shell="$shell" -v left="$left" '
       { parent[$1] = $2; wchan[$1] = $3; name = $0
         sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ /, "", name); sub(/.*\//, "", name); comm[$1] = name }
       END {
         for (p in parent) {
-          for (q = p; q != "" && q != shell && q > 1 && hops++ < 128; q = parent[q]) ;
+          for (q = p; q != "" && q != shell && q > 1 && hops++ < 128; q = parent[q])
+            if (index(left, " " q " ")) break
           hops = 0
           if (q != shell) continue
           w = wchan[p]
@@ -257,9 +289,15 @@ if [[ -n $portable ]]; then
     both=${both%%$'\n'*}
     name=${both%/*} parent=${both##*/}
   }
+  in_cell() { :; }  # the files tell (shell_idle)
 else
   shell_alive() { [[ -e /proc/$shell ]]; }
   still_reading() { [[ /proc/$1/fd/0 -ef $tty ]]; }
+  # The cell's code runs (with the terminal as its input), not the kernel's
+  # lines around it: the post hook, which writes $dir/jobs (read half
+  # written, it would leave an interrupted cell's program in the next cell's
+  # tree), or the reset of the terminal before the next cell.
+  in_cell() { [[ /proc/$shell/fd/0 -ef $tty ]]; }
 fi
 
 reported=()  # "pid:reads" of the reads reported and not yet over
@@ -268,7 +306,7 @@ while shell_alive; do
   still=()
   # Without /proc a wait does not change while it waits: look again each time.
   if [[ -n $portable ]]; then waiters=" "; fi
-  if ! shell_idle; then
+  if ! shell_idle && in_cell; then
     collect_tree
     for pid in $tree; do
       waiting "$pid" || continue
