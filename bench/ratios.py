@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/ratios.py [--starts 5] [--cells 200]
 
-The kernels take turns: start by start (who goes first rotating), then cell
+The kernels take turns: start by start (in every order in turn), then cell
 by cell on one kernel of each, so that all see the same load on the
 machine. A start is timed from start_kernel() to the first kernel_info
 reply (client.KernelSession.start); "first cell" from start_kernel() to the
@@ -14,8 +14,10 @@ cells shows here). bench/run.py records the same figures as "ratios".
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
+import time
 
 import figures
 from client import KernelSession, shutdown_all
@@ -23,6 +25,8 @@ from kernels import BASELINE, KERNELS
 
 #: shell_kernel, and what it is compared with.
 KERNEL_NAMES = ("shell", BASELINE, "bash")
+#: After each kernel's shutdown, before the next start.
+SETTLE_S = 0.3
 
 
 def alternating_starts(names: list[str], starts: int, cwd: str,
@@ -30,9 +34,13 @@ def alternating_starts(names: list[str], starts: int, cwd: str,
     """(start samples, first-cell samples) per kernel, in seconds."""
     samples: dict[str, list[float]] = {name: [] for name in names}
     first_cells: dict[str, list[float]] = {name: [] for name in names}
+    # Every order in turn, so that each kernel starts after each other one
+    # equally often (bash_kernel's shutdown leaves its bash exiting: a plain
+    # rotation of three put shell_kernel right after it two turns in three),
+    # and a pause after each shutdown for what it leaves to finish.
+    orders = list(itertools.permutations(names))
     for turn in range(starts):
-        shift = turn % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in orders[turn % len(orders)]:
             session = KernelSession(KERNELS[name].kernelspec, cwd)
             try:
                 ready = session.start()
@@ -42,6 +50,7 @@ def alternating_starts(names: list[str], starts: int, cwd: str,
                 first_cells[name].append(ready + ex.elapsed)
             finally:
                 session.shutdown()
+            time.sleep(SETTLE_S)
     return samples, first_cells
 
 
