@@ -248,12 +248,16 @@ __shell_kernel_children() {
       fi
     done; } <<< "$list"
 }
+# $dir/jobs: the shell's children now, for reap.sh.
+__shell_kernel_record_jobs() {
+  __shell_kernel_children
+  __shell_kernel_put "$__shell_kernel_dir/jobs" "$__shell_kernel_child_pids"$'\n' \
+    __shell_kernel_jobs_length
+}
 # Jobs that the startup files left running are background jobs too.
 __shell_kernel_jobs_length= __shell_kernel_status_length= __shell_kernel_cell_length=
 if [[ -n $__shell_kernel_dir ]]; then
-  __shell_kernel_children
-  { __shell_kernel_put "$__shell_kernel_dir/jobs" "$__shell_kernel_child_pids"$'\n' \
-      __shell_kernel_jobs_length; } 2>/dev/null
+  { __shell_kernel_record_jobs; } 2>/dev/null
 fi
 
 # End of a cell: record the status, then frame the end on both streams.
@@ -283,9 +287,7 @@ __shell_kernel_post() {
     if [[ -n ${__shell_kernel_dir-} ]]; then
       { __shell_kernel_put "$__shell_kernel_dir/status" "$seq"$'\n'"$status"$'\n'"${PWD-}" \
           __shell_kernel_status_length
-        __shell_kernel_children
-        __shell_kernel_put "$__shell_kernel_dir/jobs" "$__shell_kernel_child_pids"$'\n' \
-          __shell_kernel_jobs_length
+        __shell_kernel_record_jobs
         if [[ -n ${__shell_kernel_snapshot-} ]]; then
           builtin export -p >| "$__shell_kernel_dir/exports"
         fi; } 2>/dev/null || builtin true
