@@ -81,7 +81,6 @@ class ShellLaunch:
                 self.session = ShellSession(
                     self.config.backend_factory(spawned=self._spawned), self._on_stream,
                     self.config.session_options(), self._on_display, self._on_clear)
-                self._spawned = None  # the session's first backend owns it now
             try:
                 self.session.start()
             except SessionError as err:
@@ -96,23 +95,24 @@ class ShellLaunch:
         """Close the session, on the kernel's thread at shutdown. A start
         still under way is stopped (closing ends its shell, and with it the
         start's wait) and waited for; what it set up meanwhile (a shell whose
-        start had not reached the session yet) is closed after it. A shell
-        spawned for a session that was never made is ended here."""
+        start had not reached the session yet) is closed after it. The shell
+        spawned here is ended here too, whether or not a backend took it over
+        (a close during the start may come before that)."""
         with self._lock:
             self._closed = True
-            session, spawned, self._spawned = self.session, self._spawned, None
+            session, spawned = self.session, self._spawned
         probe, self._version_probe = self._version_probe, None
         if probe is not None:  # never asked: the shell was up by the first kernel_info
             probe.kill()
             probe.wait()
         self._go.set()
-        if spawned is not None:
-            spawned.close()
         if session is None:
             self.started.set()  # nothing starts any more
-            return
-        session.close()
-        if self.started.is_set():
+        else:
+            session.close()
+        if spawned is not None:
+            spawned.close()  # also ends a start still waiting on it
+        if session is None or self.started.is_set():
             return
         self._thread.join(STOPPED_START_WAIT_S)
         if self._thread.is_alive():

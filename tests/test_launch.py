@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
+import time
 
 from harness import wait_until
 from shell_kernel.config import KernelConfig
@@ -88,3 +89,19 @@ def test_bash_version_before_the_session_is_that_bashs():
         assert launch.bash_version() == expected
     finally:
         launch.close()
+
+
+def test_a_close_while_the_session_is_being_made_leaves_nothing():
+    """The kernel shuts down just after its first reply: the session may be
+    made, its backend not yet holding the spawned shell. Tried at several
+    moments of that window; the shell and its guard go each time, at once."""
+    before, dirs = our_shells(), state_dirs()
+    for delay in (0, 0.001, 0.005, 0.02, 0.05, 0.1):
+        launch = ShellLaunch(config())
+        launch.go()
+        time.sleep(delay)
+        started = time.monotonic()
+        launch.close()
+        assert time.monotonic() - started < 5
+        assert wait_until(lambda: not our_shells() - before, timeout=10), (delay, our_shells() - before)
+    assert not state_dirs() - dirs

@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 
 from .. import shell
 
@@ -64,9 +65,11 @@ def make_state_dir(tmpdir: str) -> str | None:
 class SpawnedShell:
     """A local bash that has started (its startup files may still run) and
     its guard, which reaps what the shell started if the kernel dies. The
-    thread that spawned it hands it on; whoever holds it last closes it."""
+    thread that spawned it hands it on; whoever holds it may close it."""
 
     def __init__(self, argv: list[str], env: dict | None = None):
+        self._close_lock = threading.Lock()
+        self._closed = False
         self.state_dir = make_state_dir((env or os.environ).get("TMPDIR") or "/tmp")
         try:
             # A new session: terminal Ctrl-C aimed at the kernel never reaches
@@ -94,7 +97,15 @@ class SpawnedShell:
     def close(self, before_pipes_close=None) -> None:
         """End the shell and its guard (the kernel closes the session: nothing
         to guard any more). before_pipes_close: called once bash has ended,
-        e.g. to let the thread that reads its pipes finish."""
+        e.g. to let the thread that reads its pipes finish. Once: the launcher
+        and the backend that took the shell over may both close it."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._close(before_pipes_close)
+
+    def _close(self, before_pipes_close) -> None:
         guard, self.guard = self.guard, None
         if guard is not None:
             guard.kill()
