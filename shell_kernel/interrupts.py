@@ -48,13 +48,17 @@ class Reaper:
         log.debug("reap %s %s: %s", mode, signal_name, result.stdout.strip())
         return result.stdout.split()
 
-    def note_tree(self) -> list[str]:
-        """The running cell's processes (not earlier cells' background jobs)."""
-        return self._run("tree", "-")
+    def note_tree(self, seq: int) -> list[str]:
+        """Cell seq's processes (not earlier cells' background jobs); none
+        once it has ended."""
+        return self._run("tree", "-", [str(seq)])
 
-    def signal_cell(self, signal_name: str, noted: Sequence[str] = ()) -> list[str]:
-        """Signal the cell's processes (and those noted still alive), then SIGINT the shell."""
-        return self._run("cell", signal_name, noted)
+    def signal_cell(self, signal_name: str, seq: int | None,
+                    noted: Sequence[str] = ()) -> list[str]:
+        """Signal cell seq's processes (and those noted still alive), then
+        SIGINT the shell; nothing once that cell has ended (seq None: what
+        runs, e.g. a query)."""
+        return self._run("cell", signal_name, ["-" if seq is None else str(seq), *noted])
 
     def signal_leftovers(self, signal_name: str, noted: Sequence[str]) -> list[str]:
         """Signal what is left of the noted processes and their descendants."""
@@ -90,17 +94,20 @@ class Escalation:
     a SIGINT before its next command (see reap.sh's cell mode): the cell's
     command list is abandoned then, whatever signal ended the program.
 
-    resend_post: sends the cell's post-hook line again (the first may have
-    been cut short by the SIGINT). cell_ended(timeout): waits up to timeout
-    seconds for the cell's end; True once it ended.
+    seq: the cell's number; reap.sh does nothing once that cell has ended,
+    so a step that is late (the cell's end was on its way) leaves the next
+    cell alone. resend_post: sends the cell's post-hook line again (the
+    first may have been cut short by the SIGINT). cell_ended(timeout): waits
+    up to timeout seconds for the cell's end; True once it ended.
     """
 
     # (signal, seconds to wait for the cell's end after it); SIGINT's wait is the grace.
     LATER_PHASES = (("TERM", 0.3), ("KILL", 0.7))
 
-    def __init__(self, reaper: Reaper, resend_post: Callable[[], None],
+    def __init__(self, reaper: Reaper, seq: int, resend_post: Callable[[], None],
                  cell_ended: Callable[[float], bool], grace: float):
         self._reaper = reaper
+        self._seq = seq
         self._resend_post = resend_post
         self._cell_ended = cell_ended
         self._grace = grace
@@ -111,9 +118,9 @@ class Escalation:
             # Noted first: a child killed by SIGINT leaves its own children to
             # init, outside the shell's tree, and they must not escape the
             # SIGTERM/SIGKILL that follows the grace period.
-            noted = self._reaper.note_tree()
+            noted = self._reaper.note_tree(self._seq)
             for signal_name, wait in (("INT", self._grace), *self.LATER_PHASES):
-                self._reaper.signal_cell(signal_name, noted)
+                self._reaper.signal_cell(signal_name, self._seq, noted)
                 self._resend_post()
                 if self._cell_ended(wait):
                     self._reap_leftovers(noted)
@@ -195,7 +202,7 @@ class Interrupter:
         backend, reaper = self._shell.backend, self._shell.reaper()
         resend = protocol.post_line(cell.seq) + (
             protocol.barrier_line(cell.catch_up) if cell.catch_up else b"")
-        result = Escalation(reaper, lambda: backend.send(resend),
+        result = Escalation(reaper, cell.seq, lambda: backend.send(resend),
                             cell.done.wait, self._grace).run()
         if result.outcome is Outcome.UNREACHABLE and self._shell.can_reattach \
                 and self._wait_reattached(cell, attachments):

@@ -263,7 +263,7 @@ def test_reap_tree_reads_any_command_name(tmp_path):
                              f"{shlex.quote(fake_name)}; :"])
 
     def members() -> set[int]:
-        out = subprocess.run(["sh", str(reap), "tree", "-", str(root.pid), str(tmp_path)],
+        out = subprocess.run(["sh", str(reap), "tree", "-", str(root.pid), str(tmp_path), "1"],
                              capture_output=True, text=True, timeout=10).stdout
         return {int(token.split(":")[0]) for token in out.split()}
 
@@ -330,7 +330,7 @@ def test_reap_cell_signals_only_the_recorded_shells_tree(tmp_path, same_shell, s
     try:
         assert wait_until(lambda: pids_matching("1000.951"), timeout=10)
         (state / "shell.start").write_text(f"{holder.pid} {start_record(holder.pid, same_shell)}\n")
-        subprocess.run(["sh", str(reap), "cell", signal_name, str(holder.pid), str(state)],
+        subprocess.run(["sh", str(reap), "cell", signal_name, str(holder.pid), str(state), "1"],
                        capture_output=True, text=True, timeout=20, check=True)
         if same_shell:
             assert wait_until(lambda: not pids_matching("1000.951"), timeout=10)

@@ -198,7 +198,7 @@ class ShellSession:
             log.warning("query %s got no answer within %g s; interrupting it", what, timeout)
             reaper = keeper.reaper()
             if reaper is not None:
-                reaper.signal_cell("INT")
+                reaper.signal_cell("INT", None)
             return None
         except BackendError as err:
             log.warning("query %s failed: %s", what, err)

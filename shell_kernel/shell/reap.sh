@@ -1,8 +1,8 @@
 # shell_kernel: find and signal a session's processes. POSIX sh, run beside
 # the shell (locally, or through the SSH connection), never inside it.
 #
-#   reap.sh tree    -   SHELL STATE_DIR            print the running cell's processes
-#   reap.sh cell    SIG SHELL STATE_DIR [TOKEN..]  signal them (and the noted ones
+#   reap.sh tree    -   SHELL STATE_DIR SEQ          print the running cell's processes
+#   reap.sh cell    SIG SHELL STATE_DIR SEQ [TOKEN..]  signal them (and the noted ones
 #                                                  still alive), then SIGINT the shell
 #   reap.sh orphans SIG SHELL STATE_DIR TOKEN..    signal what is left of the noted
 #                                                  processes and their descendants
@@ -17,9 +17,17 @@
 # names that process, not another that reused the pid. Noted processes cover
 # those that left the tree (a killed parent's children are re-parented to
 # init). cell, orphans and all print the pids they signalled.
+#
+# SEQ is the cell that tree and cell are for ("-": whatever runs, for a
+# query): they do nothing once that cell has ended. An interrupt's steps
+# run beside the shell while the cell's end is on its way, and by then the
+# next cell may run: a late SIGTERM step would kill its processes, and its
+# SIGURG abandon its command line, whose end then never came.
 
 mode=$1 sig=$2 root=$3 dir=$4
 shift 4
+seq=-
+case $mode in tree | cell) if [ $# -gt 0 ]; then seq=$1; shift; fi ;; esac
 noted=$*
 
 #include pids.sh
@@ -126,9 +134,21 @@ members() {
     }' | tr '\n' ' '
 }
 
+# True while cell $seq has not ended: the status file (session.bash) starts
+# with the number of the last cell that ended, and only the shell writes it.
+cell_running() {
+  [ "$seq" = - ] && return 0
+  ended=
+  { read -r ended < "$dir/status"; } 2>/dev/null
+  case $ended in '' | *[!0-9]*) ended=0 ;; esac
+  [ "$ended" -lt "$seq" ]
+}
+
 case $mode in
   tree)
-    members cell tokens
+    # Checked after the listing: the cell was still running when it was made.
+    tokens=$(members cell tokens)
+    cell_running && printf '%s' "$tokens"
     ;;
   orphans)
     pids=$(members orphans)
@@ -140,8 +160,18 @@ case $mode in
     # gone may have left its pid to a stranger, whose tree is no cell's.
     pid_alive "$dir/shell.start" && [ "$recorded" = "$root" ] || exit 0
     pids=$(members cell)
+    # The shell is held still from the check on: a cell it has not ended
+    # cannot end, nor the next one start, before the signals are sent. (The
+    # listing came first, as it may hang on /proc, and the shell must never
+    # be held then; the cell was still running when it was made.)
+    kill -STOP "$root" 2>/dev/null
+    if ! cell_running; then
+      kill -CONT "$root" 2>/dev/null
+      exit 0
+    fi
     if [ "$sig" = INT ]; then
       kill -INT $pids "$root" 2>/dev/null
+      kill -CONT "$root" 2>/dev/null
     else
       # A shell whose child died of anything but SIGINT carries on with the
       # next command. Hold it still, kill, then SIGURG it: it resumes with
@@ -149,7 +179,6 @@ case $mode in
       # itself before the next command. Only shell builtins run while it is
       # held: nothing there can hang, so a side command timing out (this
       # script killed) never leaves the shell stopped.
-      kill -STOP "$root" 2>/dev/null
       [ -n "$pids" ] && kill -"$sig" $pids 2>/dev/null
       kill -URG "$root" 2>/dev/null
       kill -CONT "$root" 2>/dev/null

@@ -265,8 +265,12 @@ fi
 #     __shell_kernel_rc=$? __shell_kernel_flags=$-; builtin set +T; __shell_kernel_post <seq>
 # so that a user's DEBUG trap under `set -T` (which could `return` from this
 # function) is not inherited; -T is restored on the way out.
-# The kernel sends the line again after an interrupt, in case the first was
-# cut short; a repeat only repeats the frame.
+# The kernel sends the line again after an interrupt, in case its SIGINT cut
+# the first short: the cell counts as done once all its steps ran (each may
+# run twice), and a repeat after that only repeats the frame (for the last
+# cell; none for an earlier one), leaving $? as that cell left it. The
+# status file comes first: once it names the cell, reap.sh signals nothing
+# for it (see its cell_running).
 __shell_kernel_post() {
   builtin local seq="$1" status="$__shell_kernel_rc"
   __shell_kernel_running=  # see the trap on URG
@@ -277,21 +281,29 @@ __shell_kernel_post() {
     builtin unset -v __shell_kernel_exit
   fi
   if (( seq > ${__shell_kernel_done:-0} )); then
-    __shell_kernel_done=$seq
+    if [[ -n ${__shell_kernel_dir-} ]]; then
+      { __shell_kernel_put "$__shell_kernel_dir/status" "$seq"$'\n'"$status"$'\n'"${PWD-}" \
+          __shell_kernel_status_length; } 2>/dev/null || builtin true
+    fi
     __shell_kernel_why_line= __shell_kernel_why_command=
     if (( status )); then __shell_kernel_failure "$status"; fi
     __shell_kernel_failed=()
     if [[ -n $__shell_kernel_fc ]]; then __shell_kernel_fc_end; fi
     # $2, when given: the cell's history entry.
-    if (( $# > 1 )); then builtin history -s -- "$2"; fi
+    if (( $# > 1 && seq != ${__shell_kernel_recorded:-0} )); then
+      builtin history -s -- "$2"
+      __shell_kernel_recorded=$seq
+    fi
     if [[ -n ${__shell_kernel_dir-} ]]; then
-      { __shell_kernel_put "$__shell_kernel_dir/status" "$seq"$'\n'"$status"$'\n'"${PWD-}" \
-          __shell_kernel_status_length
-        __shell_kernel_record_jobs
+      { __shell_kernel_record_jobs
         if [[ -n ${__shell_kernel_snapshot-} ]]; then
           builtin export -p >| "$__shell_kernel_dir/exports"
         fi; } 2>/dev/null || builtin true
     fi
+    __shell_kernel_done=$seq __shell_kernel_done_status=$status
+  else
+    status=$__shell_kernel_done_status
+    __shell_kernel_rc=$status
   fi
   if (( seq == __shell_kernel_done )); then  # else: a late repeat for a cell long over
     __shell_kernel_frame "$__shell_kernel_token" end "$seq" "$status" "${PWD-}" \

@@ -361,6 +361,38 @@ def test_local_interrupt_with_sigint(local):
     assert local.session.run("echo $((1+1))").exit_code == 0
 
 
+@pytest.mark.parametrize("step", ["INT", "TERM", "KILL"])
+def test_a_late_escalation_step_leaves_the_next_cell_alone(local, step):
+    """An interrupt's steps go on while the interrupted cell's end is on its
+    way (under load, past the grace): a step for a cell that has ended, run
+    when the next cell has started, must not touch that one. (Its SIGTERM
+    killed the next cell's processes and its SIGURG abandoned that cell's
+    command line, whose end never came: a hang.)"""
+    assert local.session.run("true").exit_code == 0
+    ended = local.session._seq
+    thread, box = local.run_in_thread("sleep 1; echo survived")
+    local.wait_running()
+    reaper = local.session._keeper.reaper()
+    deadline = time.monotonic() + 10
+    while not reaper.note_tree(ended + 1):  # the sleep runs
+        assert time.monotonic() < deadline, "the next cell's sleep never started"
+        time.sleep(0.02)
+    assert reaper.note_tree(ended) == []
+    assert reaper.signal_cell(step, ended) == []
+    result = local.finish(thread, box)
+    assert (result.exit_code, result.interrupted) == (0, False)
+    assert local.out.text("stdout").endswith("survived\n")
+
+
+def test_a_repeated_post_line_leaves_the_status_the_cell_left(local):
+    """An interrupt sends the cell's post line again (with status 130): the
+    next cell's $? is still what the interrupted one ended with."""
+    assert local.session.run("(exit 3)").exit_code == 3
+    local.session._keeper.backend.send(protocol.post_line(local.session._seq))
+    assert local.session.run("echo $?").exit_code == 0
+    assert local.out.text("stdout").endswith("3\n")
+
+
 def test_local_shell_ignoring_sigint_is_replaced(local):
     local.session.run("x=kept")
     thread, box = local.run_in_thread("trap '' INT; while :; do :; done")
