@@ -581,13 +581,16 @@ exit() {
 # opened. Opened here once, not by each cell's redirection, which would fail,
 # and end the shell under set -e, once the terminal went away with a
 # connection. Only a plain `exec` keeps its redirections, so a user's
-# function named exec is set aside meanwhile.
+# function named exec is set aside meanwhile. Closed first: bash 3.2 undoes
+# an `exec 60<` inside a redirected group when 60 was open already (fd 60
+# then stayed on a lost connection's terminal, and no read was seen again).
 __shell_kernel_stdin() {
   builtin local saved=
   if builtin declare -F exec >/dev/null; then
     saved=$(builtin declare -f exec)
     builtin unset -f exec
   fi
+  exec 60<&-
   { exec 60<"${1:-/dev/null}"; } 2>/dev/null || exec 60</dev/null
   if [[ -n $saved ]]; then builtin eval "$saved"; fi
   __shell_kernel_modes=
