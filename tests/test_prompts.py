@@ -211,7 +211,8 @@ def test_ephemeral_ssh_and_a_reconnected_durable_session_ask_too(ssh_kernel, ser
     server.kill_sessions()  # the connection drops; the shell lives on at the far end
     assert wait_until(lambda: not server.session_pids(authenticated=True), timeout=10)
     execution = durable.answering("read -p 'again: ' v; echo \"[$v] $KEEP\"", ["back"])
-    assert execution.prompts == [("again: ", False)]
+    assert execution.prompts == [("again: ", False)], (
+        execution.reply["content"], execution.stdout, execution.stderr)
     assert execution.stdout == "[back] me\n"
 
 

@@ -38,6 +38,10 @@ class BackendError(RuntimeError):
     """The backend could not do what was asked; the message is for the user."""
 
 
+class NotSent(BackendError):
+    """send() found the shell's input gone before writing: none of the data went."""
+
+
 class SessionGone(BackendError):
     """A durable session could not be found again (host rebooted, session reaped)."""
 
@@ -119,7 +123,9 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def send(self, data: bytes) -> None:
-        """Write bytes to the shell's standard input (thread-safe)."""
+        """Write bytes to the shell's standard input (thread-safe). Raises
+        NotSent when the input was gone before any of them went, else
+        BackendError when it fails."""
 
     @abc.abstractmethod
     def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import threading
 
-from . import (BackendError, ExitCallback, OutputCallback, ShellExit, Started, describe_error,
-               start_reader)
+from . import (BackendError, ExitCallback, NotSent, OutputCallback, ShellExit, Started,
+               describe_error, start_reader)
 from .channels import Channel, Channels, command
 
 
@@ -65,7 +65,7 @@ class ChannelShell:
         with self._send_lock:
             channel = self._channel
             if channel is None or channel.closed:
-                raise BackendError("the shell is not running")
+                raise NotSent("the shell is not running")
             try:
                 channel.send(data)
             except OSError as err:

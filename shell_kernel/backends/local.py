@@ -10,7 +10,7 @@ import subprocess
 import threading
 from typing import Callable
 
-from . import (Backend, BackendError, Capabilities, ExitCallback, OutputCallback, ShellExit,
+from . import (Backend, BackendError, Capabilities, ExitCallback, NotSent, OutputCallback, ShellExit,
                SideResult, Started, Terminal, bash_argv, describe_error, start_reader)
 from .channel_backend import ChannelBackend
 from .channels import SideShell
@@ -84,7 +84,7 @@ class LocalBackend(Backend):
     def send(self, data: bytes) -> None:
         proc = self._shell.proc if self._shell is not None else None
         if proc is None or proc.stdin is None:
-            raise BackendError("the shell is not running")
+            raise NotSent("the shell is not running")
         with self._send_lock:
             try:
                 proc.stdin.write(data)

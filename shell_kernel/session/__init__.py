@@ -22,12 +22,16 @@ has the same table):
   close takes it only to ask an idle shell to end itself). Owns _seq, _query_seq, and the keeper's
   current shell: backend, info, token, generation, scanners, noise, the
   cell input, last_cwd; sets the pump's cell under the events' condition.
+  While it sends a cell's lines (the cell's `sending` flag), a lost
+  connection is its to mend: the pump only records it (lost_unsent), and
+  the caller reconnects and sends again if none of the lines went, or
+  starts the reattach thread if they did.
 - "shell-kernel-pump" (pump.Pump): every event, in order. Owns the
   decoders, screen clears, coalescer, acknowledgements, the running
   cell's progress and prompts, a query's reply, the start's answer
   (keeper.ready, ready_fields, startup_output); the only thread that sets
   a cell's done event, except close(). It marks the shell lost
-  (Keeper.shell_lost) and starts the reattach thread.
+  (Keeper.shell_lost) and starts the reattach thread (for a cell sent).
 - backend readers ("shell-kernel-local-reader": the local shell, or a
   local named session's relay; "shell-kernel-ssh-reader"; the prompt
   terminal's "shell-kernel-terminal" / "shell-kernel-ssh-terminal"):

@@ -57,6 +57,11 @@ class CellInput:
         self.close()
         self._points_at = _UNSET
 
+    def forget_sent(self) -> None:
+        """The lines that lines() gave never reached the shell: the next ones
+        point its descriptor anew."""
+        self._points_at = _UNSET
+
     def close(self) -> None:
         with self._lock:
             terminal, self._terminal = self._terminal, None

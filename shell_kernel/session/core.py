@@ -12,7 +12,7 @@ import time
 from typing import Callable
 
 from .. import prompts, protocol
-from ..backends import Backend, BackendError, ShellExit
+from ..backends import Backend, BackendError, NotSent, SessionGone, ShellExit
 from ..failure import failed_command
 from ..interrupts import EscalationResult, Interrupter
 from ..output import DisplaySink, OutputLimit, Sink
@@ -24,6 +24,10 @@ from .pump import Pump
 from .types import CellRecord, Options, RunningCell, SessionError, ShellInfo
 
 log = logging.getLogger("shell_kernel.session")
+
+#: How long a send that found the connection gone waits for the backend's
+#: report of the loss, before reconnecting.
+LOSS_SEEN_S = 5.0
 
 
 class ShellSession:
@@ -106,22 +110,66 @@ class ShellSession:
                 self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "
                            "(bash cannot hold them in a command).\n")
             self._seq += 1
-            cell = self._begin(self._seq, source=prepared.source, ask=ask)
-            terminal = keeper.input.terminal
+            cell = self._begin(self._seq, source=prepared.source, ask=ask, sending=True)
             log.debug("cell %d starts", cell.seq)
-            lines = keeper.input.lines(terminal) + protocol.eval_lines(prepared.source, cell.seq)
-            try:
-                keeper.backend.send(lines)
-            except BackendError as err:
-                # Never started: for a durable backend the shell itself is fine.
-                cell.not_sent = True
-                self._events.push(CellLost(cell.generation, ShellExit(
-                    str(err), connection_lost=keeper.can_reattach)))
+            terminal = self._send(cell, prepared.source)
             self._wait_answering(cell, terminal)
             self._finish(cell)
             if cell.cwd is not None:
                 keeper.last_cwd = cell.cwd
             return self._result(cell)
+
+    def _send(self, cell: RunningCell, source: bytes) -> InputTerminal | None:
+        """Send the cell's lines; returns the prompt terminal it reads. A
+        durable shell whose connection was found gone before any of them
+        went is reconnected first (as the next cell would), then sent them."""
+        keeper = self._keeper
+        reconnected = False
+        while True:
+            terminal = keeper.input.terminal
+            lines = keeper.input.lines(terminal) + protocol.eval_lines(source, cell.seq)
+            try:
+                keeper.backend.send(lines)
+                break
+            except NotSent as err:
+                keeper.input.forget_sent()
+                if not reconnected and keeper.can_reattach and self._reconnect(cell):
+                    reconnected = True
+                    continue
+                error: BackendError = err
+            except BackendError as err:
+                error = err
+            # Never started: for a durable backend the shell itself is fine.
+            cell.not_sent = True
+            self._events.push(CellLost(cell.generation, ShellExit(
+                str(error), connection_lost=keeper.can_reattach)))
+            break
+        with self._cond:
+            cell.sending = False
+            lost = cell.lost_unsent
+        if lost is not None and not cell.not_sent and not self._events.closed:
+            # Lost once the lines had gone: the cell runs on at the far end.
+            keeper.reattach_in_background(cell.generation, lost)
+        return terminal
+
+    def _reconnect(self, cell: RunningCell) -> bool:
+        """The connection was found gone as the cell was sent: True once the
+        same shell is reachable again (reconnecting here, with the notices on
+        the cell's stderr)."""
+        keeper = self._keeper
+        deadline = time.monotonic() + LOSS_SEEN_S
+        while keeper.up.is_set():  # until the pump has the backend's report of the loss
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        try:
+            keeper.reattach(lambda text: self._sink("stderr", text))
+        except (SessionGone, SessionError) as err:
+            log.info("could not reconnect before cell %d: %s", cell.seq, err)
+            return False
+        with self._cond:
+            cell.lost_unsent = None
+        return True
 
     def _begin(self, seq: int, **fields) -> RunningCell:
         """The running cell, for the pump to follow."""

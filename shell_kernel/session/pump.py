@@ -226,7 +226,12 @@ class Pump:
             return  # already lost: a second report of the same end
         if keeper.self_close is not None:
             keeper.self_close[1].set()
-        cell = self.cell
+        with self._events.cond:
+            cell = self.cell
+            if (cell is not None and cell.sending and ended.connection_lost
+                    and keeper.can_reattach and keeper.ready.is_set()):
+                cell.lost_unsent = ended  # see ShellSession._send
+                return
         if (ended.connection_lost and keeper.can_reattach and not self._events.closed
                 and keeper.ready.is_set() and cell is not None and not cell.done.is_set()):
             # The shell and its cell carry on at the far end: get them back.

@@ -82,6 +82,10 @@ class RunningCell:
     replaced: bool = False
     given_up: bool = False  # the interrupt could not reach its processes
     not_sent: bool = False  # the cell never reached the shell
+    #: Its lines are being sent (caller): a connection lost meanwhile is the
+    #: caller's to mend (the pump records it in lost_unsent), not the pump's.
+    sending: bool = False
+    lost_unsent: ShellExit | None = None
     detached: bool = False  # close() left it running in a named session
     key_mode: bool = False  # stopped: a program of it reads keys (what it prints is not shown)
     lost: ShellExit | None = None

@@ -13,7 +13,7 @@ import pytest
 
 from fake_backend import CellScript, FakeShell
 from shell_kernel import protocol
-from shell_kernel.backends import BackendError, Capabilities, ShellExit
+from shell_kernel.backends import BackendError, Capabilities, NotSent, ShellExit
 from shell_kernel.backends import local as local_backend
 from shell_kernel.backends.local import LocalBackend
 from shell_kernel.session import CellRecord, Options, SessionError, ShellSession
@@ -311,6 +311,34 @@ def connection_lost_mid_cell(reattach_fault: Exception):
     h.backend.fail_next["reattach"] = reattach_fault
     h.backend.die(ShellExit("the SSH connection was lost", connection_lost=True))
     return h, thread, box
+
+
+class DropsAtFirstCell(DurableFake):
+    """Its connection is found gone as the first cell is sent (none of it
+    went); the report of the loss comes a moment later, as a transport's does."""
+
+    def send(self, data: bytes) -> None:
+        if b"\n__shell_kernel_resume 1 " in b"\n" + data and not self.reattaches:
+            threading.Timer(0.2, self.die, [ShellExit("the SSH connection was lost",
+                                                      connection_lost=True)]).start()
+            raise NotSent("the shell is not running")
+        super().send(data)
+
+
+def test_a_cell_sent_as_the_connection_drops_runs_once_it_is_back():
+    """It said "This cell did not run" at once, though the durable shell was
+    there to reconnect to (the test sshd's BusyBox host, one run in ten)."""
+    h = Harness(DropsAtFirstCell, reattach_timeout=10)
+    h.session.start()
+    try:
+        h.backend.on_cell = lambda src: CellScript(output=[("stdout", b"ran\n")])
+        result = h.session.run("echo ran")
+        assert (result.exit_code, result.shell_lost) == (0, None)
+        assert h.backend.reattaches == 1 and h.out.text("stdout") == "ran\n"
+        assert "reconnecting to the same shell" in h.out.text("stderr")
+        assert h.session.run("true").exit_code == 0
+    finally:
+        h.session.close()
 
 
 def test_reattach_fault_ends_the_cell_at_once():
