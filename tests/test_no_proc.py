@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from conftest import install_spec
 from shell_kernel import shell
 
 PS_RECORD = re.compile(r"^(\d+) (\d+),[A-Z][a-z]{2},[A-Z][a-z]{2},\d{1,2},\d\d:\d\d:\d\d,\d{4}$")
@@ -102,3 +103,16 @@ def test_answers_are_counted_without_changing_the_terminals_rows_or_columns(
                                  ["1", "2", "3"])
     assert len(execution.prompts) == 3
     assert execution.stdout == "123\n" + size
+
+
+def test_a_killed_terminal_holder_is_noticed_without_proc(jupyter_prefix, start_kernel):
+    """--tty: the `script` holding a terminal is killed, which leaves the
+    holder a zombie where nothing reaps it: without /proc, ps tells (kill -0
+    alone took the zombie for alive, and the cell's end went to a dead
+    terminal: the cell never ended)."""
+    install_spec(jupyter_prefix, "shell-test-tty-no-proc", ["--tty"])
+    kernel = start_kernel("shell-test-tty-no-proc", **{shell.NO_PROC: "1"})
+    execution = kernel.run("KEPT=yes; kill $(ps -o ppid= -p ${__shell_kernel_tty_holders[0]}); "
+                           "sleep 0.5", timeout=30)
+    assert "a terminal of this shell's output ended" in execution.stderr
+    assert kernel.ok("echo $KEPT; [ -t 1 ] || echo pipe") == "yes\npipe\n"

@@ -250,17 +250,19 @@ if [[ -n $portable ]]; then
   }
   # Sets $tree to the waiting processes of the shell's tree, $waits to
   # " pid:read" or " pid:select" for each, and $names to " pid:NAME/PARENT"
-  # (command names, which may hold spaces: ps prints comm last). ps cuts a
-  # wait channel that is not its last column to a few letters (procps: 6).
+  # (command names, which may hold spaces). The wait channel is ps's last
+  # column: procps cuts any other to 6 letters, where n_tty_write (a
+  # program blocked writing to a terminal) looks as n_tty_read does.
   collect_tree() {
     local pid kind names_of left
     tree= waits=" " names=$'\n'
     left_running
     while IFS=' ' builtin read -r pid kind names_of; do
       tree+=" $pid" waits+="$pid:$kind " names+="$pid:$names_of"$'\n'
-    done < <(LC_ALL=C ps -A -o pid= -o ppid= -o wchan= -o comm= 2>/dev/null | awk -v shell="$shell" -v left="$left" '
-      { parent[$1] = $2; wchan[$1] = $3; name = $0
-        sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ /, "", name); sub(/.*\//, "", name); comm[$1] = name }
+    done < <(LC_ALL=C ps -A -o pid= -o ppid= -o comm= -o wchan= 2>/dev/null | awk -v shell="$shell" -v left="$left" '
+      { parent[$1] = $2; wchan[$1] = $NF; name = $0
+        sub(/^ *[0-9]+ +[0-9]+ +/, "", name); sub(/ +[^ ]+ *$/, "", name); sub(/.*\//, "", name)
+        comm[$1] = name }
       END {
         for (p in parent) {
           for (q = p; q != "" && q != shell && q > 1 && hops++ < 128; q = parent[q])
@@ -268,7 +270,7 @@ if [[ -n $portable ]]; then
           hops = 0
           if (q != shell) continue
           w = wchan[p]
-          if (w ~ /^(ttyin|ttyrd|n_tty_|wait_w)/) kind = "read"
+          if (w ~ /^(ttyin|ttyrd|n_tty_read|wait_woken)/) kind = "read"
           else if (w ~ /^(select|poll|kqread|do_sel|do_sys|poll_s|core_s|ep_pol|do_epo)/) kind = "select"
           else continue
           print p, kind, comm[p] "/" comm[parent[p]]

@@ -92,10 +92,18 @@ __shell_kernel_open_ttys() {
 __shell_kernel_check_ttys() {
   builtin local pid stat alive=yes
   for pid in "${__shell_kernel_tty_holders[@]}"; do
-    builtin kill -0 "$pid" 2>/dev/null || alive=
-    # A killed `script` leaves its holder a zombie (Linux shows it).
-    if [[ -z ${SHELL_KERNEL_NO_PROC-} && -r /proc/$pid/stat ]] && IFS= builtin read -r stat < "/proc/$pid/stat" 2>/dev/null \
-        && [[ ${stat##*) } == Z* ]]; then alive=; fi
+    builtin kill -0 "$pid" 2>/dev/null || { alive=; break; }
+    # A killed `script` leaves its holder a zombie where nothing reaps it
+    # (a container's init): its state in /proc, else from ps (a fork per
+    # terminal per cell, on hosts without /proc).
+    stat=
+    if [[ -z ${SHELL_KERNEL_NO_PROC-} && -r /proc/$pid/stat ]]; then
+      IFS= builtin read -r stat < "/proc/$pid/stat" 2>/dev/null
+      stat=${stat##*) } stat=${stat%% *}
+    else
+      stat=$(builtin command ps -o stat= -p "$pid" 2>/dev/null)
+    fi
+    if [[ $stat == *Z* ]]; then alive=; fi
   done
   if [[ -n $alive ]]; then builtin return 0; fi
   builtin local saved=
