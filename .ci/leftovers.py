@@ -69,7 +69,8 @@ def ancestors() -> set[int]:
 
 
 def marked_processes(mark: str) -> dict[int, str]:
-    """pid -> command line of every process whose environment holds the mark."""
+    """pid -> command line of every process whose environment holds the mark
+    (or a pass's mark made from it: MARK.NAME, see .ci/run's variants)."""
     needle = f"{MARK}={mark}".encode()
     spared = ancestors()
     found = {}
@@ -77,7 +78,8 @@ def marked_processes(mark: str) -> dict[int, str]:
         if not entry.isdigit() or int(entry) in spared:
             continue
         try:
-            if needle not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+            if not any(value == needle or value.startswith(needle + b".")
+                       for value in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")):
                 continue
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:  # gone meanwhile, or a kernel thread

@@ -187,9 +187,17 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+#: The mark of this test pass (.ci/run gives each pass its own), which every
+#: process it starts carries in its environment, through kernels, shells
+#: and the test sshd's sessions: markers (sleep 1000.42) are looked for
+#: among this pass's processes only, as passes run side by side.
+RUN_MARK = (f"SHELL_KERNEL_TEST_RUN={os.environ['SHELL_KERNEL_TEST_RUN']}".encode()
+            if os.environ.get("SHELL_KERNEL_TEST_RUN") else None)
+
+
 def pids_matching(text: str) -> list[int]:
-    """Live processes whose command line contains text, not as part of a
-    longer number (markers like 1000.42 must not match 1000.4242)."""
+    """Live processes of this pass whose command line contains text, not as
+    part of a longer number (markers like 1000.42 must not match 1000.4242)."""
     pattern = re.compile(r"(?<![\d.])" + re.escape(text) + r"(?!\d)")
     pids = []
     for entry in os.listdir("/proc"):
@@ -198,11 +206,17 @@ def pids_matching(text: str) -> list[int]:
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            if not pattern.search(cmdline):
+                continue
             with open(f"/proc/{entry}/stat") as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
+            if RUN_MARK is not None:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if RUN_MARK not in f.read().split(b"\0"):
+                        continue
         except OSError:
             continue
-        if pattern.search(cmdline) and state != "Z":
+        if state != "Z":
             pids.append(int(entry))
     return pids
 

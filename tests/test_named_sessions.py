@@ -247,8 +247,7 @@ def test_sessions_are_listed_and_killed(named, host):
     assert killed.returncode == 0, killed.stderr
     assert wait_until(lambda: not os.path.exists(f"/proc/{shell_pid}"))
     assert not (host.sessions_dir / "listed").exists()
-    assert "1000.81" not in subprocess.run(["ps", "-eo", "args"], capture_output=True,
-                                           text=True).stdout
+    assert not pids_matching("1000.81")
     assert sessions_cli(host, "--kill", "listed").returncode == 1
 
 
