@@ -328,7 +328,10 @@ def test_reap_cell_signals_only_the_recorded_shells_tree(tmp_path, same_shell, s
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     try:
-        assert wait_until(lambda: pids_matching("1000.951"), timeout=10)
+        # The sleep itself (the holder's own command line names it too: a
+        # SIGINT while bash still forks reaches no child, and bash waits on).
+        assert wait_until(lambda: any(_comm(pid) == "sleep\n" for pid in pids_matching("1000.951")),
+                          timeout=10)
         (state / "shell.start").write_text(f"{holder.pid} {start_record(holder.pid, same_shell)}\n")
         subprocess.run(["sh", str(reap), "cell", signal_name, str(holder.pid), str(state), "1"],
                        capture_output=True, text=True, timeout=20, check=True)
