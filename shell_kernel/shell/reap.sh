@@ -160,19 +160,21 @@ case $mode in
     # gone may have left its pid to a stranger, whose tree is no cell's.
     pid_alive "$dir/shell.start" && [ "$recorded" = "$root" ] || exit 0
     pids=$(members cell)
-    # The shell is held still from the check on: a cell it has not ended
-    # cannot end, nor the next one start, before the signals are sent. (The
-    # listing came first, as it may hang on /proc, and the shell must never
-    # be held then; the cell was still running when it was made.)
-    kill -STOP "$root" 2>/dev/null
-    if ! cell_running; then
-      kill -CONT "$root" 2>/dev/null
-      exit 0
-    fi
+    # Checked after the listing (it may hang on /proc: the shell is never
+    # held then), so the cell was still running when it was made.
     if [ "$sig" = INT ]; then
-      kill -INT $pids "$root" 2>/dev/null
-      kill -CONT "$root" 2>/dev/null
+      # Not held: a shell stopped as it got SIGINT sometimes carried on
+      # after its child died of it. The next cell is sent only once the
+      # kernel has this one's end, long after this check.
+      if cell_running; then kill -INT $pids "$root" 2>/dev/null; else pids=; fi
     else
+      # Held still from the check on: a cell it has not ended cannot end,
+      # nor the next one start, before the signals are sent.
+      kill -STOP "$root" 2>/dev/null
+      if ! cell_running; then
+        kill -CONT "$root" 2>/dev/null
+        exit 0
+      fi
       # A shell whose child died of anything but SIGINT carries on with the
       # next command. Hold it still, kill, then SIGURG it: it resumes with
       # the signal pending, and its trap (session.bash) has it SIGINT
