@@ -163,9 +163,9 @@ case $mode in
     # Checked after the listing (it may hang on /proc: the shell is never
     # held then), so the cell was still running when it was made.
     if [ "$sig" = INT ]; then
-      # Not held: a shell stopped as it got SIGINT sometimes carried on
-      # after its child died of it. The next cell is sent only once the
-      # kernel has this one's end, long after this check.
+      # Sent as a terminal's Ctrl-C is, to a shell that runs (not held):
+      # the next cell is sent only once the kernel has this one's end,
+      # long after this check.
       if cell_running; then kill -INT $pids "$root" 2>/dev/null; else pids=; fi
     else
       # Held still from the check on: a cell it has not ended cannot end,
