@@ -87,7 +87,7 @@ class ShellLaunch:
                 # The first cell reports it (take_error); the next cell tries
                 # again (the user may have fixed known_hosts or the network meanwhile).
                 self._error = err
-                log.warning("%s", err)
+                (log.info if self._closed else log.warning)("%s", err)
         finally:
             self.started.set()
 

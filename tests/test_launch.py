@@ -5,13 +5,14 @@ ended with nothing left when the kernel closes first."""
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import subprocess
 import time
 
 from harness import wait_until
 from shell_kernel.config import KernelConfig
-from shell_kernel.launch import GO_ANYWAY_S, ShellLaunch
+from shell_kernel.launch import GO_ANYWAY_S, STOPPED_START_WAIT_S, ShellLaunch
 from shell_kernel.testing.processes import alive, children
 
 from conftest import TEST_BASH
@@ -91,10 +92,14 @@ def test_bash_version_before_the_session_is_that_bashs():
         launch.close()
 
 
-def test_a_close_while_the_session_is_being_made_leaves_nothing():
+def test_a_close_while_the_session_is_being_made_leaves_nothing(tmp_path, monkeypatch, caplog):
     """The kernel shuts down just after its first reply: the session may be
     made, its backend not yet holding the spawned shell. Tried at several
-    moments of that window; the shell and its guard go each time, at once."""
+    moments of that window; the shell and its guard go each time, at once,
+    and the start ends with them, quietly (it used to wait for its shell's
+    answer until its timeout, and the backend's start could fail on the shell
+    its close had just taken)."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # other tests' sessions make state dirs too
     before, dirs = our_shells(), state_dirs()
     for delay in (0, 0.001, 0.005, 0.02, 0.05, 0.1):
         launch = ShellLaunch(config())
@@ -104,4 +109,6 @@ def test_a_close_while_the_session_is_being_made_leaves_nothing():
         launch.close()
         assert time.monotonic() - started < 5
         assert wait_until(lambda: not our_shells() - before, timeout=10), (delay, our_shells() - before)
+        assert launch.started.wait(STOPPED_START_WAIT_S), delay
     assert not state_dirs() - dirs
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []

@@ -187,7 +187,9 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release the shell's channels; idempotent. After it, on_exit may
-        still be called once (as "closed by the kernel")."""
+        still be called once (as "closed by the kernel"). It may come from
+        another thread while start() runs (a kernel shut down as its shell
+        starts): that start then fails, and what it made goes."""
 
 
 class Terminal(abc.ABC):

@@ -34,18 +34,25 @@ class LocalBackend(Backend):
         self._shell = spawned
         self._reader: threading.Thread | None = None
         self._send_lock = threading.Lock()
+        # start() and close() may run at once (a kernel shut down while its
+        # shell starts): what start() makes, close() then ends.
+        self._life_lock = threading.Lock()
+        self._closed = False
 
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> Started:
-        if self._shell is None:
-            try:
-                self._shell = SpawnedShell(self._argv, self._env)
-            except (OSError, subprocess.SubprocessError) as err:
-                raise BackendError(f"could not start {self._argv[0]}: {err}") from err
-        proc = self._shell.proc
-        self._reader = start_reader(
-            "shell-kernel-local-reader", lambda: self._read_loop(proc, on_output, on_exit),
-            lambda err: on_exit(ShellExit(f"reading its output failed ({describe_error(err)})")))
-        return Started(preset_state_dir=self._shell.state_dir)
+        with self._life_lock:
+            if self._closed:
+                raise BackendError("the kernel closed the session as its shell started")
+            if self._shell is None:
+                try:
+                    self._shell = SpawnedShell(self._argv, self._env)
+                except (OSError, subprocess.SubprocessError) as err:
+                    raise BackendError(f"could not start {self._argv[0]}: {err}") from err
+            shell = self._shell
+            self._reader = start_reader(
+                "shell-kernel-local-reader", lambda: self._read_loop(shell.proc, on_output, on_exit),
+                lambda err: on_exit(ShellExit(f"reading its output failed ({describe_error(err)})")))
+        return Started(preset_state_dir=shell.state_dir)
 
     @staticmethod
     def _read_loop(proc: subprocess.Popen, on_output: OutputCallback, on_exit: ExitCallback) -> None:
@@ -117,9 +124,11 @@ class LocalBackend(Backend):
         return data
 
     def close(self) -> None:
-        shell, self._shell = self._shell, None
-        if shell is not None:
+        with self._life_lock:
+            self._closed = True
+            shell, self._shell = self._shell, None
             reader = self._reader
+        if shell is not None:
             shell.close(before_pipes_close=(lambda: reader.join(timeout=2)) if reader else None)
 
 

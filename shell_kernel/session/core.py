@@ -21,7 +21,7 @@ from .catch_up import catch_up
 from .events import CellLost, Escalated, EventQueue, Exited
 from .keeper import Keeper
 from .pump import Pump
-from .types import CellRecord, Options, RunningCell, SessionError, ShellInfo
+from .types import CellRecord, Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
 
 log = logging.getLogger("shell_kernel.session")
 
@@ -90,7 +90,7 @@ class ShellSession:
         with self._run_lock:
             keeper = self._keeper
             if self._events.closed:
-                raise SessionError("The kernel is shutting down.")
+                raise SessionError(SHUTTING_DOWN)
             if not keeper.up.is_set():
                 notice = keeper.restart()
                 if notice:

@@ -32,7 +32,7 @@ from ..interrupts import Reaper
 from ..startup import not_started
 from .cell_input import CellInput
 from .events import CellLost, EventQueue, Exited, FrameSeen, Notice, Output
-from .types import Options, RunningCell, SessionError, ShellInfo
+from .types import Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
 
 log = logging.getLogger("shell_kernel.session")
 
@@ -131,14 +131,22 @@ class Keeper:
         except Exception as err:  # noqa: BLE001 - e.g. an ssh config that cannot be used
             raise SessionError(f"Could not start the shell: {_as_text(err)}") from None
         with self._events.cond:
-            self.generation += 1
-            generation = self.generation
-            self.scanners = {name: protocol.FrameScanner(token, name) for name in protocol.STREAMS}
-            self.noise = None
-            self.ready.clear()
-            self.ready_fields = {}
-            self.startup_output = b""
-        self.backend = backend
+            # Under the lock that clean_up reads self.backend under: a close
+            # either finds this backend (and closes it, which ends its start)
+            # or comes first, and the shell does not start.
+            shutting_down = self._events.closed
+            if not shutting_down:
+                self.generation += 1
+                generation = self.generation
+                self.scanners = {name: protocol.FrameScanner(token, name) for name in protocol.STREAMS}
+                self.noise = None
+                self.ready.clear()
+                self.ready_fields = {}
+                self.startup_output = b""
+                self.backend = backend
+        if shutting_down:
+            backend.close()
+            raise SessionError(SHUTTING_DOWN)
         try:
             started = backend.start(lambda stream, data: self.on_output(generation, stream, data),
                                     lambda ended: self._events.push(Exited(generation, ended)))
@@ -153,6 +161,8 @@ class Keeper:
             self.discard_backend(backend)
             raise SessionError(f"Could not start the shell: {err}") from None
         if not self.ready.wait(self.options.start_timeout) or not self.up.is_set():
+            if self._events.closed:  # clean_up woke this wait, and closes the backend
+                raise SessionError(SHUTTING_DOWN)
             reason = self.ready_fields.get("failed",
                                            f"no answer within {self.options.start_timeout:g} s")
             self.discard_backend(backend)
@@ -355,8 +365,12 @@ class Keeper:
     # ----------------------------------------------------------- clean-up
     def clean_up(self, run_lock: threading.Lock) -> None:
         """At close: stop every process of the shell and remove its state
-        directory (but a named session's shell stays), then release the backend."""
-        backend, reaper = self.backend, self.reaper()
+        directory (but a named session's shell stays), then release the backend.
+        Called after the event queue closed; a start under way on another
+        thread then fails (see start)."""
+        with self._events.cond:
+            backend, reaper = self.backend, self.reaper()
+        self.ready.set()  # a start waiting for its shell stops waiting
         if backend is None:
             return
         if reaper is not None and not self.outlives_kernel and not self._end_itself(run_lock):

@@ -59,6 +59,10 @@ class SessionError(RuntimeError):
     """The session cannot run cells; the message is written for the user."""
 
 
+#: A SessionError's message once close() has begun.
+SHUTTING_DOWN = "The kernel is shutting down."
+
+
 @dataclass
 class ShellInfo:
     pid: int
