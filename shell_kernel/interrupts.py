@@ -203,7 +203,7 @@ class Interrupter:
         resend = protocol.post_line(cell.seq) + (
             protocol.barrier_line(cell.catch_up) if cell.catch_up else b"")
         result = Escalation(reaper, cell.seq, lambda: backend.send(resend),
-                            cell.done.wait, self._grace).run()
+                            cell.shell_ended.wait, self._grace).run()
         if result.outcome is Outcome.UNREACHABLE and self._shell.can_reattach \
                 and self._wait_reattached(cell, attachments):
             # The same shell, through a new connection: interrupt it now.

@@ -28,6 +28,9 @@ from .events import CellLost, Escalated, Event, EventQueue, Exited, FrameSeen, N
 from .keeper import Keeper
 from .types import Options, RunningCell
 
+#: How long a key-mode cell's output is still dropped after the shell ended it.
+KEY_MODE_SETTLE_S = 0.5
+
 log = logging.getLogger("shell_kernel.session")
 
 
@@ -71,6 +74,10 @@ class Pump:
                     self._handle(event)
                 except Exception:  # noqa: BLE001 - the pump must outlive one bad event
                     log.exception("while handling %s", type(event).__name__)
+            cell = self.cell
+            if cell is not None and cell.settle_due is not None and not cell.done.is_set() \
+                    and time.monotonic() >= cell.settle_due:
+                self._end_cell(cell)
             try:
                 self._settle_prompt()
                 self._prompt_if_due()
@@ -81,7 +88,8 @@ class Pump:
                 self._shown.before_showing()
 
     def _deadline(self) -> float | None:
-        return min((due for due in (self._coalescer.deadline(), self._prompt_due())
+        settle_due = self.cell.settle_due if self.cell is not None else None
+        return min((due for due in (self._coalescer.deadline(), self._prompt_due(), settle_due)
                     if due is not None), default=None)
 
     def _handle(self, event: Event) -> None:
@@ -127,9 +135,10 @@ class Pump:
         if stream == "stderr" and keeper.noise is not None:
             data = keeper.noise.feed(data)
         cell = self.cell
+        if cell is not None and cell.key_mode and not cell.done.is_set() \
+                and cell.generation == keeper.generation:
+            return  # a full-screen program's last words (its screen, "Vim: Finished.")
         if cell is not None and not cell.ended[stream] and cell.generation == keeper.generation:
-            if cell.key_mode:
-                return  # a full-screen program's last words (its screen, "Vim: Finished.")
             data, notice = cell.limit.admit(data)
             if notice:
                 self._add_text(stream, self._decoders[stream].decode(data))
@@ -218,7 +227,15 @@ class Pump:
             self._coalescer.add("stderr", self._decoders["stderr"].decode(noise.flush()))
         cell.ended[frame.stream] = True
         if cell.ended["stdout"] and cell.ended["stderr"] and not cell.catch_up:
-            self._end_cell(cell)
+            if cell.key_mode:
+                # Its program may end after the shell moved on (bash 3.2 does
+                # not always wait for a child that handles SIGINT, as top
+                # does): its last words ("\n" from top) must not reach the
+                # next cell. They come within moments; the cell ends then.
+                cell.shell_ended.set()
+                cell.settle_due = time.monotonic() + KEY_MODE_SETTLE_S
+            else:
+                self._end_cell(cell)
 
     def _on_exited(self, event: Exited) -> None:
         ended, keeper = event.ended, self._keeper
@@ -268,6 +285,7 @@ class Pump:
         self._coalescer.flush()
         if cell.prompt is not None:
             cell.prompt.over.set()
+        cell.shell_ended.set()
         cell.done.set()
         cell.wake.set()
 

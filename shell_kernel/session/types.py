@@ -94,6 +94,11 @@ class RunningCell:
     key_mode: bool = False  # stopped: a program of it reads keys (what it prints is not shown)
     lost: ShellExit | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    #: Set once the shell has ended the cell (its end frames came; or the
+    #: cell is done otherwise): a key-mode cell is done a moment after.
+    shell_ended: threading.Event = field(default_factory=threading.Event)
+    #: When a key-mode cell that the shell ended is done (monotonic time).
+    settle_due: float | None = None
     # Set by interrupt() under the session's condition.
     interrupted: bool = False
     escalating: bool = False
