@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import queue
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -59,7 +61,12 @@ class Execution:
 class KernelHarness:
     def __init__(self, kernel_name: str, env: dict | None = None, cwd: str | None = None,
                  extra_arguments: list | None = None, wait_shell: bool = True):
-        self.km = KernelManager(kernel_name=kernel_name)
+        # IPC sockets in a directory of its own: over TCP, jupyter_client
+        # picks free ports and binds them later, and a kernel of another
+        # worker could take one meanwhile ("Address already in use", in CI).
+        self._ipc_dir = tempfile.mkdtemp(prefix="sk-ipc-")
+        self.km = KernelManager(kernel_name=kernel_name, transport="ipc",
+                                ip=os.path.join(self._ipc_dir, "kernel"))
         kwargs = {}
         if env is not None:
             kwargs["env"] = env
@@ -162,8 +169,11 @@ class KernelHarness:
         try:
             self.kc.stop_channels()
         finally:
-            if self.km.has_kernel:
-                self.km.shutdown_kernel(now=False)
+            try:
+                if self.km.has_kernel:
+                    self.km.shutdown_kernel(now=False)
+            finally:
+                shutil.rmtree(self._ipc_dir, ignore_errors=True)
 
 
 def descendants(pid: int) -> set[int]:
