@@ -70,6 +70,7 @@ def test_restart_leaves_nothing_of_the_old_shell(start_kernel):
     assert kernel.ok("echo ${RESTART_VAR-new}") == "new\n"
 
 
+@pytest.mark.timeout(600)  # 2,000 cells and their 8,000 IOPub messages on a busy 2-core machine
 def test_no_fd_or_file_leak_over_thousands_of_cells(start_kernel):
     kernel = start_kernel()
     kernel.ok("true")
