@@ -121,11 +121,11 @@ def start_kernel(jupyter_prefix, tmp_path):
     """Start extra kernels (own spec, env or home) for one test; all shut down after."""
     started = []
 
-    def start(name="shell-test", wait_shell=True, **env_overrides) -> KernelHarness:
+    def start(name="shell-test", wait_shell=True, transport="ipc", **env_overrides) -> KernelHarness:
         tmpdir = tmp_path / f"tmp{len(started)}"
         tmpdir.mkdir(mode=0o755)
         harness = KernelHarness(name, env=kernel_env(tmpdir, **env_overrides), cwd=str(tmp_path),
-                                wait_shell=wait_shell)
+                                wait_shell=wait_shell, transport=transport)
         harness.tmpdir = tmpdir
         started.append(harness)
         return harness

@@ -60,13 +60,14 @@ class Execution:
 
 class KernelHarness:
     def __init__(self, kernel_name: str, env: dict | None = None, cwd: str | None = None,
-                 extra_arguments: list | None = None, wait_shell: bool = True):
+                 extra_arguments: list | None = None, wait_shell: bool = True,
+                 transport: str = "ipc"):
         # IPC sockets in a directory of its own: over TCP, jupyter_client
         # picks free ports and binds them later, and a kernel of another
         # worker could take one meanwhile ("Address already in use", in CI).
         self._ipc_dir = tempfile.mkdtemp(prefix="sk-ipc-")
-        self.km = KernelManager(kernel_name=kernel_name, transport="ipc",
-                                ip=os.path.join(self._ipc_dir, "kernel"))
+        where = {"ip": os.path.join(self._ipc_dir, "kernel")} if transport == "ipc" else {}
+        self.km = KernelManager(kernel_name=kernel_name, transport=transport, **where)
         kwargs = {}
         if env is not None:
             kwargs["env"] = env

