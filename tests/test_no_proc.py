@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -116,3 +118,43 @@ def test_a_killed_terminal_holder_is_noticed_without_proc(jupyter_prefix, start_
                            "sleep 0.5", timeout=30)
     assert "a terminal of this shell's output ended" in execution.stderr
     assert kernel.ok("echo $KEPT; [ -t 1 ] || echo pipe") == "yes\npipe\n"
+
+
+@pytest.mark.parametrize("backend", ["local", "ssh"])
+def test_reads_answered_one_after_another_are_each_asked_once(backend, start_kernel, ssh_kernel,
+                                                              sshd, busy_cpus):
+    """Without /proc, under load: reads in a row, each answered at once, are
+    each asked once and get their own answers."""
+    env = {shell.NO_PROC: "1"}
+    kernel = start_kernel(**env) if backend == "local" else ssh_kernel(sshd.ssh_config, **env)
+    count = 30
+    execution = kernel.answering(
+        f"for i in $(seq {count}); do read -p \"q$i: \" a; echo \"$a\"; done",
+        [f"a{i}" for i in range(count)], timeout=120)
+    assert [text for text, _ in execution.prompts] == [f"q{i}: " for i in range(1, count + 1)]
+    assert execution.stdout == "".join(f"a{i}\n" for i in range(count))
+
+
+def test_an_answer_that_comes_while_ps_looks_is_not_taken_for_the_next_read(start_kernel, tmp_path):
+    """The watcher's ps is slow (0.5 s from its look to its end, as on a
+    busy host) and each answer comes 0.3 s after its question, while ps
+    looks again: the read that ps saw waiting was the one answered, not a
+    new one (it was asked again, once the answer had been taken)."""
+    slow = tmp_path / "slow-bin"
+    slow.mkdir()
+    (slow / "ps").write_text(f"#!/bin/sh\n{shutil.which('ps')} \"$@\"; status=$?\n"
+                             "sleep 0.5\nexit $status\n")
+    (slow / "ps").chmod(0o755)
+    kernel = start_kernel(PATH=f"{slow}{os.pathsep}{os.environ['PATH']}", **{shell.NO_PROC: "1"})
+    asked = []
+
+    def answer(prompt, password):
+        asked.append(prompt)
+        time.sleep(0.3)
+        return f"a{len(asked)}"
+
+    msg_id = kernel.start("read -p 'q1: ' a; read -p 'q2: ' b; sleep 3; echo \"$a $b\"",
+                          allow_stdin=True)
+    execution = kernel.collect(msg_id, 60, answer=answer)
+    assert asked == ["q1: ", "q2: "]
+    assert execution.stdout == "a1 a2\n"

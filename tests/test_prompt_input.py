@@ -90,3 +90,4 @@ def test_a_prompt_reported_after_its_hold_keeps_its_text(start_kernel, tmp_path)
     execution = kernel.answering("read -p 'late: ' x; echo \"[$x]\"", ["v"])
     assert execution.prompts == [("late: ", False)]
     assert execution.stdout == "[v]\n"
+

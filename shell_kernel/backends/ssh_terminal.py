@@ -52,6 +52,12 @@ class SSHTerminal(Terminal):
         with self._lock:
             self._answers = (self._answers + 1) % 65536
             try:
+                # sshd acts on a window change as soon as it reads it, but
+                # writes data to the terminal later in its loop: the
+                # watcher would count the answer before it could see it.
+                # sshd's reply to a request comes after the data sent
+                # before the request is written.
+                self._channel.get_transport().global_request("keepalive@openssh.com", wait=True)
                 self._channel.resize_pty(COLUMNS, ROWS, width_pixels=self._answers)
             except (paramiko.SSHException, OSError) as err:
                 raise BackendError(f"the terminal is gone ({describe_error(err)})") from err

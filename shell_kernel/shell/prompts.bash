@@ -232,7 +232,7 @@ discard() {
 # terminal's size in pixels (which nothing reads), and the SIGWINCH counts.
 # A cell that runs costs a ps and an awk every 0.15 s; between cells, only two reads of files session.bash writes
 # ($dir/cell when a cell starts, $dir/status when it ends).
-answers=0
+answers=0 counted=0
 ended_at_report=
 if [[ -n $portable ]]; then
   trap 'answers=$(( answers + 1 ))' WINCH
@@ -256,6 +256,14 @@ if [[ -n $portable ]]; then
   collect_tree() {
     local pid kind names_of left
     tree= waits=" " names=$'\n'
+    # The answers counted before ps looks label the reads it shows: one
+    # counted later came after the look, so the read ps saw waiting may be
+    # the one it answered (taken since), not a read after it.
+    counted=$answers
+    # Typed input not yet taken (asked after counting, and before ps looks:
+    # an answer counted is in the terminal by then): it is on its way to a
+    # read that ends, which ps may still show waiting. Bash 3.2 cannot ask.
+    if (( BASH_VERSINFO[0] >= 4 )) && builtin read -r -t 0 -u 8; then builtin return 0; fi
     left_running
     while IFS=' ' builtin read -r pid kind names_of; do
       tree+=" $pid" waits+="$pid:$kind " names+="$pid:$names_of"$'\n'
@@ -279,9 +287,7 @@ if [[ -n $portable ]]; then
   waiting() {
     local pid=$1 kind
     kind=${waits#* $pid:}; kind=${kind%% *}
-    # Typed input not yet taken: the answer is on its way to a read ending.
-    if (( BASH_VERSINFO[0] >= 4 )) && builtin read -r -t 0 -u 8; then builtin return 1; fi
-    keys_only= asked=1 reads_done=$answers
+    keys_only= asked=1 reads_done=$counted
     if [[ $kind == select && $pid != "$shell" ]]; then keys_only=yes; fi
   }
   # Sets $name and $parent, PID's command name and its parent's (macOS
