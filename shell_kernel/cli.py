@@ -316,6 +316,8 @@ def log_to_file() -> bool:
 
 
 def _run_kernel(config, ipykernel_argv: list[str]) -> int:
+    from .early_ports import EarlyPorts
+    early_ports = EarlyPorts.open(ipykernel_argv)  # first: clients are connecting already
     log_to_file()
 
     # The shell starts before ipykernel is even imported (and before it sets
@@ -323,10 +325,9 @@ def _run_kernel(config, ipykernel_argv: list[str]) -> int:
     from .launch import ShellLaunch
     launch = ShellLaunch(config)
 
-    from ipykernel.kernelapp import IPKernelApp
-
+    from . import compat
     from .kernel import ShellKernel
 
     ShellKernel.launch = launch
-    IPKernelApp.launch_instance(argv=ipykernel_argv, kernel_class=ShellKernel)
+    compat.launch_kernel(ipykernel_argv, ShellKernel, early_ports)
     return 0

@@ -1,7 +1,8 @@
 """Every use of ipykernel's private API, in one place (ipykernel 6.29 to 7.x).
 
-kernel.py calls these instead of ipykernel's underscored names, so that a
-new ipykernel release changes this module only; tests/test_compat.py runs
+kernel.py and cli.py call these instead of ipykernel's underscored names
+(KernelApp overrides one: _try_bind_socket), so that a new ipykernel
+release changes this module only; tests/test_compat.py runs
 the kernel behaviours that depend on it on the oldest ipykernel the package
 allows and on the newest (.ci/run). Runs on whichever thread calls it.
 """
@@ -11,7 +12,10 @@ from __future__ import annotations
 import threading
 
 import zmq
+from ipykernel.kernelapp import IPKernelApp
 from ipykernel.kernelbase import Kernel
+
+from .early_ports import EarlyPorts, endpoint
 
 
 def shell_ident(kernel: Kernel) -> list:
@@ -72,3 +76,32 @@ class AbortHook:
     def _send_abort_reply(self, stream, msg, idents):
         if not self.abort_reply(stream, msg, idents):
             super()._send_abort_reply(stream, msg, idents)
+
+
+class KernelApp(IPKernelApp):
+    """ipykernel's application, binding each channel on the socket that
+    early_ports has listened on since the process started (ZMQ_USE_FD), so
+    that the connections it holds are taken over, not refused."""
+
+    early_ports: EarlyPorts | None = None
+
+    def _try_bind_socket(self, s, port):
+        listening = self.early_ports.take(endpoint(self.transport, self.ip, port)) \
+            if self.early_ports is not None else None
+        if listening is not None:
+            s.setsockopt(zmq.USE_FD, listening)
+        return super()._try_bind_socket(s, port)
+
+    def init_sockets(self):
+        super().init_sockets()
+        if self.early_ports is not None:
+            self.early_ports.close()
+
+
+def launch_kernel(argv: list[str], kernel_class: type[Kernel], early_ports: EarlyPorts) -> None:
+    """Run the kernel application until the kernel shuts down."""
+    if hasattr(IPKernelApp, "_try_bind_socket"):
+        KernelApp.early_ports = early_ports
+    else:  # an ipykernel that binds otherwise: its bind would find the ports taken
+        early_ports.close()
+    KernelApp.launch_instance(argv=argv, kernel_class=kernel_class)

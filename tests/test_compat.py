@@ -8,9 +8,16 @@ test run on the ipykernel of the venv that runs pytest.
 
 from __future__ import annotations
 
+import json
 import queue
+import socket
+import sys
 import time
 
+import pytest
+from jupyter_client import KernelManager
+
+from conftest import install_spec, kernel_env
 from harness import descendants, wait_until
 
 
@@ -79,3 +86,72 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+#: A kernel whose ipykernel starts 3 s late (as on a slow disk or a busy
+#: machine), with the rest of its start as usual.
+LATE_KERNEL = """
+import sys, time
+from shell_kernel import cli, compat
+launch = compat.launch_kernel
+def late(*args):
+    time.sleep(3)
+    launch(*args)
+compat.launch_kernel = late
+sys.exit(cli.main(["kernel", *sys.argv[1:]]))
+"""
+ZMTP_SIGNATURE_START, ZMTP_SIGNATURE_END = b"\xff", b"\x7f"
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_a_client_connected_before_ipykernel_binds_is_taken_over(transport, jupyter_prefix,
+                                                                 tmp_path):
+    """The kernel listens on its ports from its first moment: a client
+    connecting while ipykernel is still being imported is held, not
+    refused (and then left to retry 100 ms later), and ZeroMQ takes its
+    connection over once ipykernel binds."""
+    spec = install_spec(jupyter_prefix, "shell-test-late", [])
+    spec["argv"] = [sys.executable, "-c", LATE_KERNEL, "-f", "{connection_file}"]
+    (jupyter_prefix / "share" / "jupyter" / "kernels" / "shell-test-late" / "kernel.json") \
+        .write_text(json.dumps(spec))
+    where = {"ip": str(tmp_path / "kernel")} if transport == "ipc" else {}
+    km = KernelManager(kernel_name="shell-test-late", transport=transport, **where)
+    km.start_kernel(env=kernel_env(tmp_path), cwd=str(tmp_path))
+    kc = km.client()
+    try:
+        info = km.get_connection_info()
+        if transport == "tcp":
+            family, address = socket.AF_INET, (info["ip"], info["shell_port"])
+        else:
+            family, address = socket.AF_UNIX, f"{info['ip']}-{info['shell_port']}"
+        early = _first_connection(family, address, timeout=10)
+        # Held by a listener that is not ZeroMQ yet (which would greet at once).
+        early.settimeout(0.5)
+        with pytest.raises(socket.timeout):
+            early.recv(10)
+        early.settimeout(30)
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        greeting = early.recv(10)  # ZeroMQ speaks first on the connection the kernel held
+        assert greeting.startswith(ZMTP_SIGNATURE_START) and greeting.endswith(ZMTP_SIGNATURE_END)
+        early.close()
+        reply = kc.execute_interactive("echo ok", timeout=30)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)
+    assert not list(tmp_path.glob("kernel-*")), "ipc files left behind"
+
+
+def _first_connection(family: int, address, timeout: float) -> socket.socket:
+    deadline = time.monotonic() + timeout
+    while True:
+        probe = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            probe.connect(address)
+            return probe
+        except OSError:
+            probe.close()
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.02)
