@@ -10,7 +10,8 @@ a session of its own still carries it. Left over are:
 - processes whose environment holds the mark (after a grace for the last
   shutdowns), other than this checker and its ancestors;
 - state directories (``$TMPDIR/shell_kernel.*``, named sessions under
-  ``$TMPDIR/shell_kernel-UID/``) that were not there before the run;
+  ``$TMPDIR/shell_kernel-UID/``) and the test kernels' IPC directories
+  (``$TMPDIR/sk-ipc-*``, tests/harness.py) that were not there before the run;
 - pyenv's rehash lock (~/.pyenv/shims/.pyenv-shim), which makes every later
   login shell, and so every new kernel, wait 60 s.
 What is found is listed, then removed or killed, so that a failed run does not
@@ -34,7 +35,7 @@ GRACE_SECONDS = 10.0  # kernels and sessions that are still shutting down
 
 def state_dirs() -> set[str]:
     tmp = Path(os.environ.get("TMPDIR") or tempfile.gettempdir())
-    found = {str(p) for p in tmp.glob("shell_kernel.*")}
+    found = {str(p) for p in tmp.glob("shell_kernel.*")} | {str(p) for p in tmp.glob("sk-ipc-*")}
     named = tmp / f"shell_kernel-{os.getuid()}"
     if named.is_dir():
         found |= {str(p) for p in named.iterdir()}

@@ -1,7 +1,7 @@
 """Every use of ipykernel's private API, in one place (ipykernel 6.29 to 7.x).
 
 kernel.py and cli.py call these instead of ipykernel's underscored names
-(KernelApp overrides one: _try_bind_socket), so that a new ipykernel
+(ShellKernelApp overrides one: _try_bind_socket), so that a new ipykernel
 release changes this module only; tests/test_compat.py runs
 the kernel behaviours that depend on it on the oldest ipykernel the package
 allows and on the newest (.ci/run). Runs on whichever thread calls it.
@@ -78,7 +78,7 @@ class AbortHook:
             super()._send_abort_reply(stream, msg, idents)
 
 
-class KernelApp(IPKernelApp):
+class ShellKernelApp(IPKernelApp):
     """ipykernel's application, binding each channel on the socket that
     early_ports has listened on since the process started (ZMQ_USE_FD), so
     that the connections it holds are taken over, not refused."""
@@ -101,7 +101,7 @@ class KernelApp(IPKernelApp):
 def launch_kernel(argv: list[str], kernel_class: type[Kernel], early_ports: EarlyPorts) -> None:
     """Run the kernel application until the kernel shuts down."""
     if hasattr(IPKernelApp, "_try_bind_socket"):
-        KernelApp.early_ports = early_ports
+        ShellKernelApp.early_ports = early_ports
     else:  # an ipykernel that binds otherwise: its bind would find the ports taken
         early_ports.close()
-    KernelApp.launch_instance(argv=argv, kernel_class=kernel_class)
+    ShellKernelApp.launch_instance(argv=argv, kernel_class=kernel_class)

@@ -7,7 +7,7 @@ ipykernel takes most of a kernel's start, so the first kernel_info waited
 for a retry after the kernel had bound its ports. The plain listening
 sockets opened here hold the client's connections from the start, until
 ipykernel binds: ZeroMQ then takes each one over as it is (ZMQ_USE_FD, as
-with systemd's socket activation; see compat.KernelApp).
+with systemd's socket activation; see compat.ShellKernelApp).
 
 Runs on the kernel's main thread, before and during IPKernelApp.initialize.
 Only standard-library imports: it runs before anything else is imported.

@@ -65,20 +65,25 @@ class KernelHarness:
         # IPC sockets in a directory of its own: over TCP, jupyter_client
         # picks free ports and binds them later, and a kernel of another
         # worker could take one meanwhile ("Address already in use", in CI).
-        self._ipc_dir = tempfile.mkdtemp(prefix="sk-ipc-")
-        where = {"ip": os.path.join(self._ipc_dir, "kernel")} if transport == "ipc" else {}
+        self._ipc_dir = tempfile.mkdtemp(prefix="sk-ipc-") if transport == "ipc" else None
+        where = {"ip": os.path.join(self._ipc_dir, "kernel")} if self._ipc_dir else {}
         self.km = KernelManager(kernel_name=kernel_name, transport=transport, **where)
+        self.kc = None
         kwargs = {}
         if env is not None:
             kwargs["env"] = env
         if cwd is not None:
             kwargs["cwd"] = cwd
-        self.km.start_kernel(**kwargs)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
-        if wait_shell:
-            self.wait_shell()
+        try:
+            self.km.start_kernel(**kwargs)
+            self.kc = self.km.client()
+            self.kc.start_channels()
+            self.kc.wait_for_ready(timeout=60)
+            if wait_shell:
+                self.wait_shell()
+        except BaseException:
+            self.shutdown()  # no kernel, client or directory left behind
+            raise
         # Messages for requests other than the one being collected (e.g. output
         # of background jobs attributed to an earlier cell) are kept here.
         self.stray: list = []
@@ -168,13 +173,15 @@ class KernelHarness:
 
     def shutdown(self) -> None:
         try:
-            self.kc.stop_channels()
+            if self.kc is not None:
+                self.kc.stop_channels()
         finally:
             try:
                 if self.km.has_kernel:
                     self.km.shutdown_kernel(now=False)
             finally:
-                shutil.rmtree(self._ipc_dir, ignore_errors=True)
+                if self._ipc_dir:
+                    shutil.rmtree(self._ipc_dir, ignore_errors=True)
 
 
 def descendants(pid: int) -> set[int]:

@@ -38,6 +38,7 @@ def test_a_run_that_leaves_a_detached_process_a_state_dir_and_a_lock_fails(tmp_p
                                      if k != "SHELL_KERNEL_TEST_RUN"})
     try:
         (tmp / "shell_kernel.leaked").mkdir()
+        (tmp / "sk-ipc-leaked").mkdir()  # a test kernel's IPC directory (tests/harness.py)
         (tmp / f"shell_kernel-{os.getuid()}" / "named").mkdir(parents=True)
         (pyenv / "shims" / ".pyenv-shim").touch()
         result = run_checker("check", snapshot, env)
@@ -45,10 +46,11 @@ def test_a_run_that_leaves_a_detached_process_a_state_dir_and_a_lock_fails(tmp_p
         assert f"{leaked.pid} sleep 300" in result.stderr
         assert str(unmarked.pid) not in result.stderr
         assert "shell_kernel.leaked" in result.stderr and "named" in result.stderr
+        assert "sk-ipc-leaked" in result.stderr
         assert ".pyenv-shim" in result.stderr
         # ... and removed, so that a failed run does not leave it either.
         assert leaked.wait(timeout=10) is not None
-        assert not (tmp / "shell_kernel.leaked").exists()
+        assert not (tmp / "shell_kernel.leaked").exists() and not (tmp / "sk-ipc-leaked").exists()
         assert not (pyenv / "shims" / ".pyenv-shim").exists()
         assert (tmp / "shell_kernel.before").exists() and unmarked.poll() is None
         assert run_checker("check", snapshot, env).returncode == 0

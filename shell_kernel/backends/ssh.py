@@ -25,7 +25,7 @@ from .channel_backend import ChannelBackend
 from .channel_shell import DirectShell
 from .channels import ChannelExit, SideShell
 from .durable import DurableShell
-from .ssh_connect import CONNECT_TIMEOUT, connect, record_exit_signals
+from .ssh_connect import CONNECT_TIMEOUT, connect, record_exit_signals, round_trip
 from .ssh_target import SSHTarget
 from ..shell import host_words
 from .ssh_terminal import SSHTerminal
@@ -194,8 +194,7 @@ class SSHBackend(ChannelBackend):
         answered = [time.monotonic()]
 
         def ping(transport):
-            if transport.global_request("keepalive@openssh.com", wait=True) is not None or \
-                    transport.is_active():
+            if round_trip(transport):
                 answered[0] = time.monotonic()
 
         while not self._closed.wait(interval):

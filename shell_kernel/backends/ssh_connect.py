@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import signal
+import threading
 
 import paramiko
 
@@ -207,3 +208,16 @@ def record_exit_signals(transport: paramiko.Transport) -> None:
         **paramiko.Transport._channel_handler_table,
         paramiko.common.MSG_CHANNEL_REQUEST: _channel_request,
     }
+
+
+def round_trip(transport: paramiko.Transport) -> bool:
+    """A request the server must answer (keepalive@openssh.com, as OpenSSH's
+    ServerAliveInterval sends), waited for: False if the connection is gone.
+    paramiko keeps one reply event per connection, which a request sent
+    meanwhile replaces (the reply to either then ends both waits): the
+    requests on a connection take turns."""
+    turn = transport.__dict__.setdefault("_shell_kernel_round_trip", threading.Lock())
+    with turn:
+        replied = transport.global_request("keepalive@openssh.com", wait=True)
+    # OpenSSH refuses the request (None), which is a reply all the same.
+    return replied is not None or transport.is_active()

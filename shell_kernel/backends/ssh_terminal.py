@@ -9,6 +9,7 @@ from typing import Callable
 import paramiko
 
 from . import BackendError, Terminal, describe_error, start_reader
+from .ssh_connect import round_trip
 
 READ_SIZE = 4096
 COLUMNS, ROWS = 80, 24
@@ -57,7 +58,7 @@ class SSHTerminal(Terminal):
                 # watcher would count the answer before it could see it.
                 # sshd's reply to a request comes after the data sent
                 # before the request is written.
-                self._channel.get_transport().global_request("keepalive@openssh.com", wait=True)
+                round_trip(self._channel.get_transport())
                 self._channel.resize_pty(COLUMNS, ROWS, width_pixels=self._answers)
             except (paramiko.SSHException, OSError) as err:
                 raise BackendError(f"the terminal is gone ({describe_error(err)})") from err
