@@ -63,6 +63,18 @@ def test_what_a_read_left_of_its_answer_goes_when_it_ends(kernel):
     assert execution.stdout == f"ab\nrc={timed_out(kernel)} x=\n"
 
 
+def test_what_a_read_left_goes_even_when_its_program_lingers_after_the_read(kernel):
+    """The program that took two bytes of the line lives on a while after its
+    read: the rest still goes once it is gone (not left for the next read,
+    which would take "cdef" for its own answer)."""
+    answers = ["abcdef", None]
+    reader = "python3 -c 'import os, time; os.write(1, os.read(0, 2)); time.sleep(1)'"
+    msg_id = kernel.start(f"{reader}; echo; sleep 3; read -t 2 x; echo \"rc=$? x=$x\"",
+                          allow_stdin=True)
+    execution = kernel.collect(msg_id, answer=lambda prompt, password: answers.pop(0))
+    assert execution.stdout == f"ab\nrc={timed_out(kernel)} x=\n"
+
+
 def test_an_empty_answer_to_a_key_read_is_enter(kernel):
     execution = kernel.answering("read -n1 -p 'Press any key ' c; echo \"[$c]\"", [""])
     assert execution.stdout == "[]\n"

@@ -106,10 +106,11 @@ left_running() {
   { while builtin read -r line; do left+="$line "; done < "$dir/jobs"; } 2>/dev/null
 }
 
-# The running cell's process tree, as "pid pid ..." in $tree.
+# The running cell's process tree, as "pid pid ..." in $tree; $looked
+# says it was looked at (the portable one may not look: see there).
 collect_tree() {
   local queue=("$shell") pid kids left
-  tree=
+  tree= looked=yes
   left_running
   while (( ${#queue[@]} )); do
     pid=${queue[0]} queue=("${queue[@]:1}")
@@ -255,7 +256,7 @@ if [[ -n $portable ]]; then
   # program blocked writing to a terminal) looks as n_tty_read does.
   collect_tree() {
     local pid kind names_of left
-    tree= waits=" " names=$'\n'
+    tree= waits=" " names=$'\n' looked=
     # The answers counted before ps looks label the reads it shows: one
     # counted later came after the look, so the read ps saw waiting may be
     # the one it answered (taken since), not a read after it.
@@ -264,6 +265,7 @@ if [[ -n $portable ]]; then
     # an answer counted is in the terminal by then): it is on its way to a
     # read that ends, which ps may still show waiting. Bash 3.2 cannot ask.
     if (( BASH_VERSINFO[0] >= 4 )) && builtin read -r -t 0 -u 8; then builtin return 0; fi
+    looked=yes
     left_running
     while IFS=' ' builtin read -r pid kind names_of; do
       tree+=" $pid" waits+="$pid:$kind " names+="$pid:$names_of"$'\n'
@@ -310,12 +312,20 @@ fi
 
 reported=()  # "pid:reads" of the reads reported and not yet over
 waiters=" "  # "pid:reads" of processes found merely waiting (line mode), not reported
+readers=" "  # pids whose reported reads are over, until they stop reading (see discard)
 while shell_alive; do
   still=()
   # Without /proc a wait does not change while it waits: look again each time.
   if [[ -n $portable ]]; then waiters=" "; fi
   if ! shell_idle && in_cell; then
     collect_tree
+    if [[ -z $looked ]]; then
+      # Not looked at: the reads reported stand as they were while their
+      # processes read.
+      for key in "${reported[@]}"; do
+        if still_reading "${key%:*}"; then still+=("$key"); fi
+      done
+    fi
     for pid in $tree; do
       waiting "$pid" || continue
       if [[ $waiters == *" $pid:$reads_done "* ]]; then continue; fi
@@ -330,17 +340,25 @@ while shell_alive; do
       still+=("$pid:$reads_done")
     done
   else
-    waiters=" "
+    waiters=" " readers=" "  # between cells the kernel resets the terminal
   fi
-  over=
   for key in "${reported[@]}"; do
     if [[ " ${still[*]} " != *" $key "* ]]; then
       __shell_kernel_frame -l "$token" done "${key%:*}" "${key#*:}" || exit 0
-      still_reading "${key%:*}" || over=yes
+      if [[ $readers != *" ${key%:*} "* ]]; then readers+="${key%:*} "; fi
     fi
   done
   reported=("${still[@]}")
-  if [[ -n $over ]] && (( ! ${#reported[@]} )); then discard; fi
+  # A process whose read is over may live on a while (exiting, or busy
+  # after its read): what it left goes once it stops reading the terminal.
+  if (( ! ${#reported[@]} )) && [[ $readers != " " ]]; then
+    over= reading=" "
+    for pid in $readers; do
+      if still_reading "$pid"; then reading+="$pid "; else over=yes; fi
+    done
+    readers=$reading
+    if [[ -n $over ]]; then discard; fi
+  fi
   if [[ -n $portable ]]; then
     if (( ${#reported[@]} )); then pause 0.1; elif ! shell_idle; then pause 0.15; else pause 0.2; fi
   elif (( ${#reported[@]} )) || ! shell_idle; then pause 0.05; else pause 0.2; fi
