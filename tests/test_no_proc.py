@@ -9,12 +9,14 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 
 import pytest
 
 from conftest import install_spec
-from shell_kernel import shell
+from shell_kernel import protocol, shell
+from shell_kernel.backends.local_terminal import LocalTerminal
 
 PS_RECORD = re.compile(r"^(\d+) (\d+),[A-Z][a-z]{2},[A-Z][a-z]{2},\d{1,2},\d\d:\d\d:\d\d,\d{4}$")
 
@@ -158,3 +160,57 @@ def test_an_answer_that_comes_while_ps_looks_is_not_taken_for_the_next_read(star
     execution = kernel.collect(msg_id, 60, answer=answer)
     assert asked == ["q1: ", "q2: "]
     assert execution.stdout == "a1 a2\n"
+
+
+def watch(shell_pid: int, state_dir, env: dict, seconds: float) -> list:
+    """The frames prompts.bash writes in SECONDS, watching SHELL_PID (a
+    stand-in for the kernel's shell: real bash, real ps)."""
+    token = "t" * 32
+    scanner = protocol.FrameScanner(token, "terminal")
+    frames, lock = [], threading.Lock()
+
+    def on_output(data: bytes) -> None:
+        with lock:
+            frames.extend(event for event in scanner.feed(data) if not isinstance(event, bytes))
+
+    terminal = LocalTerminal(["bash", "-c", shell.script("prompts.bash"), "shell_kernel",
+                              str(shell_pid), str(state_dir)], on_output, env)
+    try:
+        terminal.write(token.encode() + b"\n")
+        time.sleep(seconds)
+    finally:
+        terminal.close()
+    with lock:
+        return list(frames)
+
+
+def test_a_look_that_a_cell_ended_during_is_not_taken_for_the_cell(tmp_path):
+    """The watcher found a cell running, then ps looked (slowly: on a busy
+    host the cell ended meanwhile) and saw the shell in a read -t: that is
+    the shell between cells (its reset of the terminal before the next one
+    reads with read -t), not the cell's read (which was reported as 'read'
+    and answered with the next cell's input, or end-of-file)."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "cell").write_text("5\n")
+    (state / "status").write_text("4\n0\n/\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # ps as the watcher calls it: the cell ends while it looks, once.
+    (bin_dir / "ps").write_text(
+        f"#!/bin/sh\nif [ ! -e '{tmp_path}/ended' ]; then : > '{tmp_path}/ended'\n"
+        f"  printf '5\\n0\\n/\\n' > '{state}/status'; fi\nexec {shutil.which('ps')} \"$@\"\n")
+    (bin_dir / "ps").chmod(0o755)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    stand_in = subprocess.Popen(["bash", "-c", f"exec 9<>'{fifo}'; read -t 30 -u 9 x"])
+    try:
+        env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                   **{shell.NO_PROC: "1"})
+        time.sleep(0.3)  # the stand-in waits in its read -t
+        frames = watch(stand_in.pid, state, env, 2.0)
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+    assert (tmp_path / "ended").exists()  # ps looked
+    assert [frame for frame in frames if isinstance(frame, protocol.ReadingFrame)] == []

@@ -241,12 +241,13 @@ if [[ -n $portable ]]; then
   # Reading the terminal still (else its read is over, and what it left may go).
   still_reading() { builtin kill -0 "$1" 2>/dev/null; }
   # A new cell counts as an answer too: the shell's read in the next cell is another read.
-  cell_seen=
+  cell_seen= cells_seen=
   shell_idle() {
     local started= ended=
     [[ -n $dir ]] || builtin return 1
     { builtin read -r started < "$dir/cell" && builtin read -r ended < "$dir/status"; } 2>/dev/null
     if [[ $started != "$cell_seen" ]]; then cell_seen=$started answers=$(( answers + 1 )); fi
+    cells_seen="$started $ended"
     [[ -z $started ]] || (( ${started:-0} <= ${ended:-0} ))
   }
   # Sets $tree to the waiting processes of the shell's tree, $waits to
@@ -285,6 +286,12 @@ if [[ -n $portable ]]; then
           else continue
           print p, kind, comm[p] "/" comm[parent[p]]
         } }')
+    # A cell that ended or began while ps looked (a busy host): what it saw
+    # may be the shell between cells, whose reset of the terminal before the
+    # next cell reads with read -t. Not looked at, then.
+    local before=$cells_seen
+    shell_idle
+    if [[ $cells_seen != "$before" ]]; then tree= waits=" " looked=; fi
   }
   waiting() {
     local pid=$1 kind
