@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +113,12 @@ def kernel(backend, jupyter_prefix, tmp_path_factory):
     harness.backend = backend
     harness.tmpdir = tmpdir
     harness.home_dir = harness.ok("pwd").strip()  # where a new shell starts
+    if backend == "ssh":
+        # The test sshd's shells start in its user's home, which every test
+        # run on this machine shares (a file one test writes there, another
+        # test run's removes): cells work in the module's own directory, as
+        # a local kernel's do.
+        harness.ok(f"cd {shlex.quote(str(tmpdir))}")
     yield harness
     harness.shutdown()
 

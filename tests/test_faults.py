@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import install_spec
-from test_named_sessions import read_until
+from named_support import read_until
 
 FAULTY_KERNEL = str(Path(__file__).with_name("faulty_kernel.py"))
 REPLY_WITHIN = 10  # seconds: the bound for an error reply

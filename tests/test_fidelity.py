@@ -227,16 +227,24 @@ def displays(execution) -> list:
             if m["msg_type"] in ("display_data", "update_display_data")]
 
 
+def one_display(execution) -> dict:
+    """The cell's one display; else what the cell did instead."""
+    shown = displays(execution)
+    assert len(shown) == 1, (execution.status, execution.stdout, execution.stderr,
+                             [m["msg_type"] for m in execution.messages])
+    return shown[0]
+
+
 def test_bash_kernel_display_helpers_work_unchanged(kernel):
     encoded = base64.b64encode(PNG).decode()
     kernel.ok(f"echo {encoded} | base64 -d > dot.png")
-    [png] = displays(kernel.run("cat dot.png | display"))
+    png = one_display(kernel.run("cat dot.png | display"))
     assert png["data"]["image/png"] == encoded
-    [html] = displays(kernel.run("echo '<b>bold</b>' | displayHTML"))
+    html = one_display(kernel.run("echo '<b>bold</b>' | displayHTML"))
     assert html["data"]["text/html"] == "<b>bold</b>\n"
-    [js] = displays(kernel.run("echo 'console.log(1)' | displayJS"))
+    js = one_display(kernel.run("echo 'console.log(1)' | displayJS"))
     assert js["data"]["application/javascript"] == "console.log(1)\n"
-    [first] = displays(kernel.run("echo '<i>1</i>' | displayHTML fid_progress"))
+    first = one_display(kernel.run("echo '<i>1</i>' | displayHTML fid_progress"))
     assert first["transient"] == {"display_id": "fid_progress"}
     execution = kernel.run("echo '<i>2</i>' | displayHTML fid_progress; "
                            "cat dot.png | display fid_img")
@@ -248,10 +256,10 @@ def test_bash_kernel_display_helpers_work_unchanged(kernel):
 
 
 def test_display_sniffs_the_type_without_mime(kernel):
-    [svg] = displays(kernel.run("echo '<svg xmlns=\"http://www.w3.org/2000/svg\"/>' | display"))
+    svg = one_display(kernel.run("echo '<svg xmlns=\"http://www.w3.org/2000/svg\"/>' | display"))
     assert "image/svg+xml" in svg["data"]
     kernel.ok("printf 'GIF89a\\1\\0\\1\\0' > pic.data")
-    [gif] = displays(kernel.run("display pic.data; rm pic.data"))
+    gif = one_display(kernel.run("display pic.data; rm pic.data"))
     assert "image/gif" in gif["data"]
     execution = kernel.run("printf '\\0\\1\\2\\377' | display")
     assert not displays(execution)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from test_durable_hosts import Host
-from test_named_sessions import stop_sessions
+from named_support import stop_sessions
 
 HEX_WORD = re.compile(rb"(?<![0-9A-Za-z])[0-9a-f]{16}(?![0-9A-Za-z])")
 

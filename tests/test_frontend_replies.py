@@ -12,7 +12,7 @@ import sys
 
 from conftest import install_spec
 from harness import pids_matching, wait_until
-from test_named_sessions import read_until
+from named_support import read_until
 
 SLOW_MARK = "1000.55"  # the sleep of the slow startup file; unique in /proc
 
