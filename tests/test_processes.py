@@ -7,6 +7,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -124,8 +125,15 @@ def test_background_jobs_survive_the_interrupt_of_a_query_that_hangs(kernel):
 
 
 def start_with_pid(pid: int, argv: list[str]) -> subprocess.Popen:
-    """Start argv as process `pid`, as PID reuse would (ns_last_pid: root)."""
-    for _ in range(200):
+    """Start argv as process `pid`, as PID reuse would (ns_last_pid: root).
+    Other test files fork meanwhile: one of theirs can take the pid first
+    (tried again once it has ended), or take the next free one between the
+    write and the fork (tried again at once)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if os.path.exists(f"/proc/{pid}"):
+            time.sleep(0.01)
+            continue
         with open(NS_LAST_PID, "w") as f:
             f.write(str(pid - 1))
         proc = subprocess.Popen(argv)
@@ -133,7 +141,7 @@ def start_with_pid(pid: int, argv: list[str]) -> subprocess.Popen:
             return proc
         proc.kill()
         proc.wait()
-    pytest.fail(f"could not start a process with pid {pid}")
+    pytest.fail(f"could not start a process with pid {pid} in 60 s")
 
 
 @pytest.mark.skipif(not os.access(NS_LAST_PID, os.W_OK), reason="needs root to choose pids")
