@@ -56,6 +56,13 @@ class Coalescer:
         #: prompt's text, which must not be shown as output too when it
         #: becomes the input box's prompt (see take_partial).
         self.partial_hold = 0.0
+        #: How many looks of the prompt watcher (see looked) after a partial
+        #: line began it waits for too, at most partial_hold_max seconds: no
+        #: read the watcher saw waiting took that line for its text. 0: the
+        #: time alone.
+        self.partial_looks = 0
+        self.partial_hold_max = 0.0
+        self._looks: list[float] = []  # when the last partial_looks looks were told
         self._max = max_bytes
         self._clock = clock
         self._parts: list[list] = []  # [stream, [texts]]
@@ -128,7 +135,7 @@ class Coalescer:
         if self._screen_since is not None:
             due = max(due, self._screen_since + SCREEN_HOLD_SECONDS)
         if self.partial_hold and not self._lines_held and self._partial_since:
-            due = max(due, min(self._partial_since.values()) + self.partial_hold)
+            due = max(due, min(map(self._partial_due, self._partial_since)))
         return due
 
     def _tied(self) -> bool:
@@ -144,7 +151,7 @@ class Coalescer:
         if self._tied() and now < self._tail_since + self.tie_window:
             return
         held = [stream for stream in self._streams_with_partials()
-                if self.partial_hold and now < self._partial_since[stream] + self.partial_hold]
+                if self.partial_hold and now < self._partial_due(stream)]
         kept = [(stream, self._partial_since[stream], self._cut_partial(stream)) for stream in held]
         self.flush()
         for stream, since, text in kept:
@@ -152,6 +159,18 @@ class Coalescer:
             self._size += len(text)
             self._partial_since[stream] = since
             self._since = min(since, self._since if self._since is not None else since)
+
+    def looked(self) -> None:
+        """The prompt watcher looked at the cell's processes and reported the
+        reads it saw (called when that report has been handled)."""
+        self._looks = (self._looks + [self._clock()])[-self.partial_looks:] if self.partial_looks else []
+
+    def _partial_due(self, stream: str) -> float:
+        """When STREAM's partial line may go out as output."""
+        since, looks = self._partial_since[stream], self.partial_looks
+        if looks and not (len(self._looks) == looks and self._looks[0] > since):
+            return since + max(self.partial_hold, self.partial_hold_max)
+        return since + self.partial_hold
 
     @property
     def holds_partial(self) -> bool:

@@ -36,8 +36,14 @@ MARK_WAIT_SECONDS = 2.0
 #: How long a new shell waits for its terminal (a login on the host).
 START_SECONDS = 10.0
 #: How long a partial line is held back from the frontend, so that it can
-#: still become a prompt's text instead of output.
+#: still become a prompt's text instead of output...
 PARTIAL_HOLD_SECONDS = 0.4
+#: ...and longer, until the terminal's watcher looked this often since it
+#: came (a read it saw would have been reported first)...
+PARTIAL_HOLD_LOOKS = 2
+#: ...but at most this long, when the watcher is slow (a loaded host) or
+#: gone: a prompt reported later has its text shown as output too.
+PARTIAL_HOLD_MAX_SECONDS = 2.0
 
 # Programs that read keys (the terminal in -icanon mode) but can be driven a
 # line at a time: shells and REPLs on readline or editline. Any other program

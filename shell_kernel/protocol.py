@@ -287,6 +287,13 @@ class ReadDoneFrame:
 
 
 @dataclass(frozen=True)
+class LookedFrame:
+    """The watcher looked at the running cell's processes once more, and
+    reported what it saw waiting (each look's last frame): output that came
+    in before the look before this one was not a prompt for a read it saw."""
+
+
+@dataclass(frozen=True)
 class BarrierFrame:
     """The answer to barrier_line(nonce), on each stream."""
     stream: str
@@ -301,7 +308,7 @@ class UnknownFrame:
 
 
 Frame = Union[ReadyFrame, EndFrame, DisplayFrame, ReplyFrame, TtyFrame, ReadingFrame,
-              ReadDoneFrame, BarrierFrame, UnknownFrame]
+              ReadDoneFrame, LookedFrame, BarrierFrame, UnknownFrame]
 
 
 def parse_frame(stream: str, fields: list) -> Frame:
@@ -333,6 +340,8 @@ def parse_frame(stream: str, fields: list) -> Frame:
                             rest[4], rest[5], rest[6] == "1", int(rest[7]))
     if kind == "done" and len(rest) == 2 and rest[0].isdigit() and rest[1].isdigit():
         return ReadDoneFrame(int(rest[0]), int(rest[1]))
+    if kind == "looked" and not rest:
+        return LookedFrame()
     return UnknownFrame(stream, tuple(fields))
 
 

@@ -90,16 +90,33 @@ def test_every_prompts_text_is_complete_under_load(kernel, busy_cpus):
         assert execution.stderr == ""  # the prompts' texts are not output too
 
 
-def test_a_prompt_reported_after_its_hold_keeps_its_text(start_kernel, tmp_path):
-    """The watcher's report comes a second late (its stty is slow, as on a
-    host under load), after the text was held 0.4 s and went out as output:
-    the prompt still has its text (shown twice rather than lost)."""
+def slow_stty_kernel(start_kernel, tmp_path, seconds: int):
+    """A kernel whose watcher reports each read SECONDS late: its stty is
+    slow, as on a host under load."""
     slow = tmp_path / "slow-bin"
     slow.mkdir()
-    (slow / "stty").write_text(f"#!/bin/sh\nsleep 1\nexec {shutil.which('stty')} \"$@\"\n")
+    (slow / "stty").write_text(f"#!/bin/sh\nsleep {seconds}\nexec {shutil.which('stty')} \"$@\"\n")
     (slow / "stty").chmod(0o755)
-    kernel = start_kernel(PATH=f"{slow}{os.pathsep}{os.environ['PATH']}")
+    return start_kernel(PATH=f"{slow}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_a_prompt_its_watcher_is_slow_to_report_is_not_output_too(start_kernel, tmp_path):
+    """The report comes a second late, later than a fixed hold would keep
+    the text back: the text waits for the watcher's looks, not a time, and
+    is the prompt's only."""
+    kernel = slow_stty_kernel(start_kernel, tmp_path, 1)
     execution = kernel.answering("read -p 'late: ' x; echo \"[$x]\"", ["v"])
     assert execution.prompts == [("late: ", False)]
     assert execution.stdout == "[v]\n"
+    assert execution.stderr == ""
 
+
+def test_a_prompt_reported_after_its_hold_keeps_its_text(start_kernel, tmp_path):
+    """The report comes later than the longest hold (prompts.PARTIAL_HOLD_SECONDS),
+    after the text went out as output: the prompt still has its text (shown
+    twice rather than lost)."""
+    kernel = slow_stty_kernel(start_kernel, tmp_path, 3)
+    execution = kernel.answering("read -p 'late: ' x; echo \"[$x]\"", ["v"])
+    assert execution.prompts == [("late: ", False)]
+    assert execution.stdout == "[v]\n"
+    assert execution.stderr == "late: "

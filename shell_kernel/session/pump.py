@@ -63,6 +63,8 @@ class Pump:
         """Cells may prompt from now on: a partial line waits a moment, in case
         it is a question (see prompts.PARTIAL_HOLD_SECONDS)."""
         self._coalescer.partial_hold = prompts.PARTIAL_HOLD_SECONDS
+        self._coalescer.partial_looks = prompts.PARTIAL_HOLD_LOOKS
+        self._coalescer.partial_hold_max = prompts.PARTIAL_HOLD_MAX_SECONDS
 
     def _run(self) -> None:
         while True:
@@ -182,6 +184,8 @@ class Pump:
             self._on_reading(frame)
         elif isinstance(frame, protocol.ReadDoneFrame):
             self._on_read_done(frame)
+        elif isinstance(frame, protocol.LookedFrame):
+            self._on_looked()
         else:
             log.error("bug: a frame of unknown kind %r", frame)
 
@@ -305,6 +309,13 @@ class Pump:
         cell.read_marks.pop(protocol.read_mark(*key), None)
         if cell.prompt is not None and cell.prompt.key == key:
             cell.prompt.over.set()  # e.g. read -t timed out: the question is moot
+
+    def _on_looked(self) -> None:
+        # A read reported and not yet asked is the partial line's: its look
+        # lets nothing go (see _prompt_due).
+        cell = self.cell
+        if cell is None or not cell.reads:
+            self._coalescer.looked()
 
     def _prompt_due(self) -> float | None:
         """When the oldest reported read becomes a prompt. The output and the

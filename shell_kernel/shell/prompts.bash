@@ -13,6 +13,10 @@
 #   reading PID READS ECHO LINES NAME PARENT MARKED KEYS
 #                                            a process blocked reading the terminal
 #   done PID READS                           that read is over (answered, timed out, gone)
+#   looked                                   after each look at a running cell's processes:
+#                                            the kernel holds a partial line (a prompt's text
+#                                            perhaps) until two looks came after it, not a
+#                                            fixed time, which a slow host outlasts
 # READS (the process's count of read calls) tells one read from the next;
 # ECHO is 0 when the terminal does not echo (read -s, a password prompt);
 # LINES is 0 when it delivers keys, not lines (-icanon: vim, top, readline);
@@ -324,6 +328,7 @@ while shell_alive; do
   still=()
   # Without /proc a wait does not change while it waits: look again each time.
   if [[ -n $portable ]]; then waiters=" "; fi
+  looked=
   if ! shell_idle && in_cell; then
     collect_tree
     if [[ -z $looked ]]; then
@@ -356,6 +361,7 @@ while shell_alive; do
     fi
   done
   reported=("${still[@]}")
+  if [[ -n $looked ]]; then __shell_kernel_frame -l "$token" looked || exit 0; fi
   # A process whose read is over may live on a while (exiting, or busy
   # after its read): what it left goes once it stops reading the terminal.
   if (( ! ${#reported[@]} )) && [[ $readers != " " ]]; then

@@ -3,6 +3,8 @@ output, passwords, answers."""
 
 from __future__ import annotations
 
+import pytest
+
 from shell_kernel import protocol
 from shell_kernel.output import Coalescer
 from shell_kernel.prompts import answer_bytes, make_prompt, needs_terminal
@@ -45,6 +47,41 @@ def test_a_partial_line_goes_out_once_held_long_enough():
     clock.now = 0.41
     c.flush_if_due()
     assert sent == [("stderr", "progress ...")]
+
+
+def test_a_partial_line_waits_for_the_watchers_looks_too():
+    """Held partial_hold, and longer until two looks of the terminal's
+    watcher came after the line (a read it saw would have been reported
+    first), at most partial_hold_max."""
+    c, sent, clock = coalescer(partial_hold=0.4)
+    c.partial_looks, c.partial_hold_max = 2, 2.0
+    clock.now = 0.1
+    c.looked()  # before the line came: counts for nothing
+    clock.now = 0.2
+    c.add("stderr", "progress ...")
+    clock.now = 0.3
+    c.looked()  # it may have begun before the line was written
+    clock.now = 0.7
+    c.flush_if_due()
+    assert sent == [] and c.deadline() == pytest.approx(2.2)
+    clock.now = 0.8
+    c.looked()
+    assert c.deadline() == pytest.approx(0.6)
+    c.flush_if_due()
+    assert sent == [("stderr", "progress ...")]
+    c.add("stdout", "Name: ")
+    clock.now = 0.9
+    c.looked()
+    c.looked()
+    assert c.deadline() == pytest.approx(1.2)  # looked at twice at once: the time still holds it
+    clock.now = 1.0
+    c.add("stderr", "Password: ")  # a watcher that stopped looking: at most partial_hold_max
+    clock.now = 2.9
+    c.flush_if_due()
+    assert sent[1:] == [("stdout", "Name: ")]
+    clock.now = 3.0
+    c.flush_if_due()
+    assert sent[2:] == [("stderr", "Password: ")]
 
 
 def test_carriage_returns_end_a_partial_line():
@@ -127,6 +164,7 @@ def test_watcher_frames_parse():
     assert protocol.parse_frame("terminal", ["reading", "42", "8", "1", "0", "bash", "sh", "1",
                                              "3"]).keys == 3
     assert protocol.parse_frame("terminal", ["done", "42", "7"]) == protocol.ReadDoneFrame(42, 7)
+    assert protocol.parse_frame("terminal", ["looked"]) == protocol.LookedFrame()
     assert isinstance(protocol.parse_frame("terminal", ["reading", "x"]), protocol.UnknownFrame)
 
 
