@@ -60,6 +60,10 @@ class Reaper:
         runs, e.g. a query)."""
         return self._run("cell", signal_name, ["-" if seq is None else str(seq), *noted])
 
+    def cell_has_ended(self, seq: int) -> bool:
+        """Cell seq has ended on the host (its end may not have come yet)."""
+        return self._run("ended", "-", [str(seq)]) == ["yes"]
+
     def signal_leftovers(self, signal_name: str, noted: Sequence[str]) -> list[str]:
         """Signal what is left of the noted processes and their descendants."""
         return self._run("orphans", signal_name, noted)
@@ -103,6 +107,10 @@ class Escalation:
 
     # (signal, seconds to wait for the cell's end after it); SIGINT's wait is the grace.
     LATER_PHASES = (("TERM", 0.3), ("KILL", 0.7))
+    # How long a cell that the host says has ended may take to say so here:
+    # its end travels with its output, which a slow relay holds up (BusyBox's
+    # tail -f looks once a second; a loaded host).
+    END_ON_ITS_WAY_SECONDS = 10.0
 
     def __init__(self, reaper: Reaper, seq: int, resend_post: Callable[[], None],
                  cell_ended: Callable[[float], bool], grace: float):
@@ -125,6 +133,12 @@ class Escalation:
                 if self._cell_ended(wait):
                     self._reap_leftovers(noted)
                     return EscalationResult(Outcome.ENDED)
+            # Not replaced if it has ended on the host: that shell is well,
+            # and its end is on its way (the next cell waits for it).
+            if self._reaper.cell_has_ended(self._seq):
+                self._cell_ended(self.END_ON_ITS_WAY_SECONDS)
+                self._reap_leftovers(noted)
+                return EscalationResult(Outcome.ENDED)
         except BackendError as err:
             return EscalationResult(Outcome.UNREACHABLE, err)
         return EscalationResult(Outcome.REPLACE)

@@ -8,6 +8,7 @@
 #                                                  processes and their descendants
 #   reap.sh all     -   SHELL STATE_DIR            stop everything the session
 #                                                  started, remove STATE_DIR
+#   reap.sh ended   -   SHELL STATE_DIR SEQ        print "yes" if cell SEQ has ended
 #
 # The running cell's processes are the shell's descendants, minus the trees
 # of background jobs that earlier cells left running (STATE_DIR/jobs: the
@@ -27,7 +28,7 @@
 mode=$1 sig=$2 root=$3 dir=$4
 shift 4
 seq=-
-case $mode in tree | cell) if [ $# -gt 0 ]; then seq=$1; shift; fi ;; esac
+case $mode in tree | cell | ended) if [ $# -gt 0 ]; then seq=$1; shift; fi ;; esac
 noted=$*
 
 #include pids.sh
@@ -145,6 +146,10 @@ cell_running() {
 }
 
 case $mode in
+  ended)
+    # Its end may still be on its way to the kernel (see interrupts.py).
+    [ "$seq" != - ] && ! cell_running && echo yes
+    ;;
   tree)
     # Checked after the listing: the cell was still running when it was made.
     tokens=$(members cell tokens)

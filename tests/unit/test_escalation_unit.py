@@ -1,0 +1,82 @@
+"""Pure logic of an interrupt's escalation (interrupts.Escalation): which
+signals go, and when the shell is replaced. The host is a stand-in that
+records the steps; reap.sh itself runs in tests/test_interrupt.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from shell_kernel import interrupts
+from shell_kernel.interrupts import Escalation, Outcome
+
+
+class HostReaper:
+    """A host whose cell ends (or not) at some step, and whose end reaches
+    the kernel only arrives_after further waits (a slow relay)."""
+
+    def __init__(self, ends_on: str | None, arrives_after: int = 0):
+        self.ends_on = ends_on
+        self.arrives_after = arrives_after
+        self.ended = False
+        self.steps: list[str] = []
+
+    def note_tree(self, seq):
+        return ["101:7"]
+
+    def signal_cell(self, signal_name, seq, noted=()):
+        self.steps.append(signal_name)
+        if signal_name == self.ends_on:
+            self.ended = True
+        return []
+
+    def cell_has_ended(self, seq):
+        self.steps.append("ended?")
+        return self.ended
+
+    def signal_leftovers(self, signal_name, noted):
+        self.steps.append(f"leftovers {signal_name}")
+        return []
+
+    def cell_ended_here(self, timeout):
+        if self.ended and self.arrives_after == 0:
+            return True
+        if self.ended:
+            self.arrives_after -= 1
+        return False
+
+
+def escalate(host: HostReaper):
+    return Escalation(host, 7, resend_post=lambda: None, cell_ended=host.cell_ended_here,
+                      grace=0.0).run()
+
+
+@pytest.fixture(autouse=True)
+def no_waits(monkeypatch):
+    monkeypatch.setattr(interrupts.time, "sleep", lambda seconds: None)
+
+
+def test_a_cell_that_ends_at_sigint_gets_nothing_more():
+    host = HostReaper(ends_on="INT")
+    assert escalate(host).outcome is Outcome.ENDED
+    assert host.steps == ["INT", "leftovers TERM"]
+
+
+def test_a_cell_that_ignores_sigint_gets_sigterm():
+    host = HostReaper(ends_on="TERM")
+    assert escalate(host).outcome is Outcome.ENDED
+    assert host.steps == ["INT", "TERM", "leftovers TERM"]
+
+
+def test_a_shell_whose_cell_outlives_sigkill_is_replaced():
+    host = HostReaper(ends_on=None)
+    assert escalate(host).outcome is Outcome.REPLACE
+    assert host.steps == ["INT", "TERM", "KILL", "ended?"]
+
+
+def test_a_cell_whose_end_is_slow_to_come_keeps_its_shell():
+    """The cell ended at SIGINT, but its end came after the last wait (a
+    BusyBox host's relay, under load): the host says it has ended, and the
+    shell, which is well, is not replaced."""
+    host = HostReaper(ends_on="INT", arrives_after=3)
+    assert escalate(host).outcome is Outcome.ENDED
+    assert host.steps == ["INT", "TERM", "KILL", "ended?", "leftovers TERM"]
