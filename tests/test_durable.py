@@ -125,6 +125,33 @@ def test_interrupt_while_disconnected_takes_effect_after_reattaching(durable_ker
     assert kernel.ok("echo after") == "after\n"
 
 
+def test_an_interrupted_cell_whose_end_is_slow_to_arrive_keeps_its_shell(durable_kernel):
+    """The relay holds the cell's end (its followers stopped here, as a
+    BusyBox host's tail -f, which looks once a second, and a loaded host
+    hold it) past the escalation's last step: the cell ended at SIGINT on
+    the host, so its shell stays, with its state."""
+    kernel = durable_kernel()
+    kernel.ok("KEPT=yes")
+    state, _ = remote_state(kernel)
+    msg_id = kernel.start("sleep 1000.81")
+    time.sleep(0.7)
+    # The tee behind each follower's tail -f (spool.sh live): stopped, it
+    # passes nothing on.
+    followers = pids_matching(f"{state}/out.count") + pids_matching(f"{state}/err.count")
+    assert len(followers) == 2, "no relay followers (spool.sh's tail -f | tee) found"
+    for pid in followers:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        kernel.km.interrupt_kernel()
+        time.sleep(4)  # grace (1 s), then SIGTERM and SIGKILL steps: 2 s in all
+    finally:
+        for pid in followers:
+            os.kill(pid, signal.SIGCONT)
+    execution = kernel.collect(msg_id, timeout=60)
+    assert execution.reply["content"]["ename"] == "KeyboardInterrupt"
+    assert kernel.ok("echo ${KEPT-lost}") == "yes\n"
+
+
 def test_session_gone_on_reconnect(durable_kernel, server):
     kernel = durable_kernel()
     kernel.ok("GONE_VAR=x")
