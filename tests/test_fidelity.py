@@ -46,6 +46,21 @@ def test_the_failing_command_and_its_line_are_named(kernel, code, line, command)
     assert execution.meta["command"] == command and execution.meta["line"] == line
 
 
+def test_the_failing_command_is_named_as_typed_not_as_its_alias_expands(kernel):
+    """Debian's ~/.bashrc has ls='ls --color=auto' (the test sshd's home is
+    /etc/skel's): the user typed ls, and is told so."""
+    kernel.ok("alias ls='ls --color=auto' grep='grep --color=auto' "
+              "nope='grep -q \"it'\\''s\"'")
+    for code, command in (("ls /no/such/dir", "ls /no/such/dir"),
+                          ("ls --color=auto /no/such/dir", "ls --color=auto /no/such/dir"),
+                          ("echo x | grep nomatch", "grep nomatch"),
+                          ("nope /dev/null", "nope /dev/null"),
+                          ("nope /dev/null || false", "false")):
+        execution = kernel.run(code)
+        assert execution.meta.get("command") == command, (code, execution.meta)
+    kernel.ok("unalias ls grep nope")
+
+
 def test_conditions_and_successes_name_nothing(kernel):
     for code in ("false || true", "if false; then :; fi", "while false; do :; done",
                  "grep -q nomatch /dev/null && echo x; true", "echo fine"):

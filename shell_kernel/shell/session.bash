@@ -348,11 +348,35 @@ builtin unset -v __shell_kernel_on_err
 # not see (`! cmd`, `false && x`) which happens to equal an earlier one.
 # A pipeline whose last command did not set the status (pipefail) gives
 # the line only (the kernel names the line's text).
+# BASH_COMMAND is the command after alias expansion: an alias's text goes
+# back to the name that was typed (Debian's ls='ls --color=auto': the user
+# wrote `ls /x`), the longest that fits.
 __shell_kernel_failure() {
-  builtin local command
+  builtin local command __shell_kernel_aliases __shell_kernel_alias __shell_kernel_value
+  builtin local __shell_kernel_typed=
   [[ ${__shell_kernel_failed[0]-} == "$1" ]] || builtin return 0
   command=${__shell_kernel_failed[3]:0:200}
   if [[ ${__shell_kernel_failed[2]##* } != "$1" ]]; then command=; fi
+  if [[ -n $command ]]; then
+    # Split here, not read from a here-string (a temporary file before bash 5.1).
+    __shell_kernel_aliases=$(builtin alias)$'\n'
+    while [[ -n $__shell_kernel_aliases ]]; do
+      __shell_kernel_alias=${__shell_kernel_aliases%%$'\n'*}
+      __shell_kernel_aliases=${__shell_kernel_aliases#*$'\n'}
+      __shell_kernel_alias=${__shell_kernel_alias#alias }
+      __shell_kernel_value=${__shell_kernel_alias#*=}
+      if [[ $__shell_kernel_value != \'?*\' ]]; then builtin continue; fi
+      __shell_kernel_value=${__shell_kernel_value:1:${#__shell_kernel_value}-2}
+      __shell_kernel_value=${__shell_kernel_value//\'\\\'\'/\'}
+      if [[ ( ${__shell_kernel_failed[3]} == "$__shell_kernel_value" \
+              || ${__shell_kernel_failed[3]} == "$__shell_kernel_value "* ) \
+            && ${#__shell_kernel_value} -gt ${#__shell_kernel_typed} ]]; then
+        __shell_kernel_typed=$__shell_kernel_value
+        command=${__shell_kernel_alias%%=*}${__shell_kernel_failed[3]:${#__shell_kernel_value}}
+        command=${command:0:200}
+      fi
+    done
+  fi
   __shell_kernel_why_line=$(( __shell_kernel_failed[1] - ${__shell_kernel_line:-0} + 1 ))
   __shell_kernel_why_command=${command//[$'\036\037']/ }
 }
