@@ -83,6 +83,14 @@ class SSHServer:
         return self.workdir / "tmp"
 
     @property
+    def home_dir(self) -> Path:
+        """The sessions' HOME, unless extra_config sets one: a host's
+        default home (Debian's /etc/skel), not this machine's, whose rc
+        files (here `pyenv init`: 0.13 s of CPU a login) every command of
+        every test would run, and which every test run would share."""
+        return self.workdir / "home"
+
+    @property
     def log_path(self) -> Path:
         return self.workdir / f"{self.name}.log"
 
@@ -196,8 +204,8 @@ class SSHServer:
             # carries TEST_HOST_ENVIRONMENT too. By default the sessions'
             # TMPDIR is in workdir, so that the state directories its shells
             # leave when it stops under them (a host that went down) go with
-            # the test's files, not into the machine's /tmp.
-            setenv_config({"TMPDIR": str(self.tmp_dir)}),
+            # the test's files, not into the machine's /tmp; so is their HOME.
+            setenv_config({"TMPDIR": str(self.tmp_dir), "HOME": str(self.home_dir)}),
         ]
         # sshd_config: the first value obtained wins, so extra global options
         # go first (they override the defaults above); everything from the
@@ -227,6 +235,11 @@ class SSHServer:
             return self
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.tmp_dir.mkdir(mode=0o755, exist_ok=True)
+        if not self.home_dir.is_dir():
+            skel = Path("/etc/skel")
+            if skel.is_dir():
+                shutil.copytree(skel, self.home_dir, symlinks=True)
+            self.home_dir.mkdir(mode=0o755, exist_ok=True)
         if not os.path.isfile(SSHD):
             raise SSHServerError(f"{SSHD} not found (install openssh-server)")
         if os.geteuid() == 0 and not PRIVSEP_DIR.is_dir():
