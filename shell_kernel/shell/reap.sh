@@ -240,6 +240,13 @@ case $mode in
     fi
     if [ "$reap" = all ]; then
       kill -KILL "$root" 2>/dev/null
+      # What the root started while the signals went out (a shell still
+      # starting: its PROMPT_COMMAND) was in no listing: its session once
+      # more, now that the root can start nothing.
+      snapshot=$(table)
+      for p in $(members all); do
+        case $spared in *" $p "*) ;; *) kill -KILL "$p" 2>/dev/null && pids="$pids $p" ;; esac
+      done
     fi
     pid_kill TERM "$dir/watchdog.pid"
     case $dir in
