@@ -52,7 +52,9 @@ kernel_reading() {
   read -r acked 2>/dev/null < "${prefix%/*}/acked" || return 1
   now=$(date +%s 2>/dev/null) || return 1
   case $now$acked in *[!0-9]*) return 1 ;; esac
-  [ $((now - acked)) -lt "$stall" ]
+  # Whole seconds: -le, so that a kernel is taken for away only after STALL
+  # seconds at least (-lt would after STALL - 1 and a fraction).
+  [ $((now - acked)) -le "$stall" ]
 }
 
 copy() {
