@@ -81,6 +81,7 @@ examples:
 
 
 def _add_run(commands) -> None:
+    from .options import positive
     run = commands.add_parser(
         "run", help="execute a notebook, with parameters, and save the result",
         description=RUN_DESCRIPTION, epilog=RUN_EPILOG,
@@ -96,7 +97,7 @@ def _add_run(commands) -> None:
                           "the last one for a NAME wins)")
     run.add_argument("-k", "--kernel", metavar="NAME",
                      help="kernelspec to run on (default: the one the notebook's metadata names)")
-    run.add_argument("--timeout", type=_seconds, metavar="S",
+    run.add_argument("--timeout", type=positive, metavar="S",
                      help="fail a cell that runs longer than S seconds (default: no limit)")
     run.add_argument("--allow-errors", action="store_true",
                      help="run every cell even after one fails (the exit status is still 1)")
@@ -156,16 +157,6 @@ def _add_fleet(run) -> None:
     for option in OPTIONS:
         if option.name in ("ssh_config", "accept_new_host_key", "clean"):
             option.add_to(fleet)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

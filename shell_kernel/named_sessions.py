@@ -20,11 +20,14 @@ def when(epoch: float | None) -> str:
     """Seconds since the epoch as people read them (UTC, to the second)."""
     if epoch is None:
         return "unknown time"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+    except (ValueError, OverflowError, OSError):  # a record past what time_t holds
+        return "unknown time"
 
 
 def number(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 @dataclass

@@ -25,13 +25,15 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
-from .jobs import CellRun
+from .jobs import CellRun, RunError
 
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
 RAISES_TAG = "raises-exception"
 SKIP_TAG = "skip-execution"  # nbclient's default skip_cells_with_tag
 METADATA_KEY = "shell_kernel"
+#: How to get what text notebooks and --parameters-yaml need (jupytext, PyYAML).
+EXTRA_RUNBOOKS = "pip install 'shell_kernel[runbooks]'"
 #: The kernelspec languages of a notebook whose cells are bash.
 BASH_LANGUAGES = ("bash", "sh", "shell")
 
@@ -44,22 +46,39 @@ EXIT_INTERRUPTED = 130
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # full-matched: `$` would let "id\n" through
 
 
-class RunError(Exception):
-    """A problem with the request itself (exit status 2); the message says what."""
-
-
 # ------------------------------------------------------------------ parameters
+#: The shell_kernel functions and variables in the user's shell: setting
+#: one (the end frames' token) can leave a cell that never ends.
+_KERNEL_PREFIX = "__shell_kernel"
+#: Variables bash never lets a script set.
+_BASH_READ_ONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
+
+
 def check_parameter_name(name: str) -> str:
     if not _NAME.fullmatch(name):
         raise RunError(f"-p {name!r}: a parameter name must be a bash variable name "
                        "(letters, digits and _, not starting with a digit)")
+    why = ("the kernel's own" if name.startswith(_KERNEL_PREFIX)
+           else "read-only in bash" if name in _BASH_READ_ONLY else None)
+    if why:
+        raise RunError(f"-p {name!r}: a parameter cannot set this variable ({why}); "
+                       "give the parameter another name")
     return name
 
 
-def bash_parameters(parameters: dict[str, str], comment: str = "Parameters") -> str:
+def bash_value(value: str | list[str]) -> str:
+    """A parameter's value as bash source: a string quoted (shlex.quote, as
+    papermill's BashTranslator quotes it), a list as an array of such
+    strings, ``(a 'b c')`` (--parameters-yaml's lists; papermill's -y too)."""
+    if isinstance(value, list):
+        return "(" + " ".join(shlex.quote(str(item)) for item in value) + ")"
+    return shlex.quote(str(value))
+
+
+def bash_parameters(parameters: dict[str, str | list[str]], comment: str = "Parameters") -> str:
     """The source of an injected-parameters cell, as papermill writes it for bash."""
     lines = [f"# {comment}"]
-    lines += [f"{check_parameter_name(name)}={shlex.quote(str(value))}"
+    lines += [f"{check_parameter_name(name)}={bash_value(value)}"
               for name, value in parameters.items()]
     return "\n".join(lines) + "\n"
 
@@ -81,6 +100,10 @@ def inject_parameters(nb, parameters: dict[str, str]) -> tuple[int, list[str]]:
     warnings = []
     cell = nbformat.v4.new_code_cell(source=bash_parameters(parameters))
     cell.metadata["tags"] = [INJECTED_TAG]
+    # Not a random id: two runs with the same parameters save the same cell.
+    if not any(other.get("id") == INJECTED_TAG for other in nb.cells
+               if INJECTED_TAG not in other.get("metadata", {}).get("tags", [])):
+        cell.id = INJECTED_TAG
     injected, declared = _tagged(nb, INJECTED_TAG), _tagged(nb, PARAMETERS_TAG)
     if injected >= 0:
         nb.cells[injected] = cell
@@ -104,13 +127,17 @@ def inject_parameters(nb, parameters: dict[str, str]) -> tuple[int, list[str]]:
 
 # -------------------------------------------------------------------- notebook
 def read_notebook(path: Path):
-    """The notebook at path; RunError if there is none or it cannot be read."""
+    """The notebook at path, .ipynb or a text notebook (runbook_files.py);
+    RunError if there is none or it cannot be read."""
     import nbformat
 
     if not path.exists():
         raise RunError(f"{path}: no such notebook")
     if not path.is_file():
         raise RunError(f"{path}: not a file")
+    if path.suffix != ".ipynb":
+        from .runbook_files import read_runbook
+        return read_runbook(path)
     try:
         return nbformat.read(path, as_version=4)
     except Exception as err:  # noqa: BLE001 - JSON or schema errors, said plainly
@@ -153,9 +180,12 @@ def cell_label(cell, width: int = 44) -> str:
 
 
 def output_stem(notebook: Path) -> str:
-    """The notebook's file name without .ipynb: what its outputs are named after."""
-    name = notebook.name
-    return name[:-len(".ipynb")] if name.endswith(".ipynb") else name
+    """The notebook's file name without .ipynb (deploy.ipynb), or a text
+    notebook's suffix (deploy.sh, deploy.md): what its outputs are named after."""
+    from .runbook_files import text_suffixes
+    if notebook.suffix == ".ipynb" or notebook.suffix in text_suffixes():
+        return notebook.stem
+    return notebook.name
 
 
 # ------------------------------------------------------------- cell metadata

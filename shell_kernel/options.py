@@ -11,6 +11,7 @@ session/types.py can take its defaults from here.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,11 +74,14 @@ def _shown(value: Any) -> str:
 
 
 def positive(text: str) -> float:
-    """An argparse type: a number greater than 0."""
+    """An argparse type: a finite number greater than 0 (nan would pass any
+    comparison's test and fail later, inf would overflow a timer)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
     return value

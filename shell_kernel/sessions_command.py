@@ -66,11 +66,25 @@ def format_listing(sessions: list[SessionListing], where: str) -> str:
     for s in sessions:
         running = (f"cell {s.running_seq} since {when(s.running_since)}"
                    if s.running_seq is not None else "-")
-        rows.append((s.name, s.state, when(s.created) if s.created else "-",
+        rows.append((escaped(s.name), s.state, when(s.created) if s.created else "-",
                      when(s.attached) if s.attached else "-", running, _size(s.spool_bytes)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                    + "\n" for row in rows)
+
+
+def escaped(text: str) -> str:
+    """Text for a terminal: every character that is not printable (an escape
+    sequence in a directory's name, a byte that is not UTF-8) as a Python
+    escape, so that what a name holds is shown, never acted on."""
+    return "".join(char if char.isprintable() else _escape(char) for char in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, kept as a surrogate escape
+        return f"\\x{code - 0xDC00:02x}"
+    return char.encode("unicode_escape").decode("ascii")
 
 
 def _size(count: int) -> str:

@@ -137,6 +137,21 @@ def test_bad_parameter_names(name, tmp_path, capsys):
     assert f"-p {name!r}: a parameter name must be a bash variable name" in err
 
 
+@pytest.mark.parametrize("name, why", [
+    ("__shell_kernel_token", "the kernel's own"), ("__shell_kernel_dir", "the kernel's own"),
+    ("__shell_kernel", "the kernel's own"), ("UID", "read-only in bash"),
+    ("SHELLOPTS", "read-only in bash")])
+def test_reserved_parameter_names(name, why, tmp_path, capsys):
+    """`-p __shell_kernel_token x` replaced the token of the end frames: the
+    parameter cell never ended."""
+    path = notebook("echo hi", path=tmp_path / "nb.ipynb")
+    for where in ([], ["--hosts", "nowhere.invalid"]):
+        assert main(["run", str(path), "-p", name, "value", *where]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert f"-p {name!r}: a parameter cannot set this variable ({why})" in err
+        assert err.count("\n") == 1
+
+
 @pytest.mark.timeout(120)
 def test_a_name_with_a_newline_runs_nothing(jupyter_prefix, tmp_path):
     """`-p $'NAME\\n' v` once made the line `NAME\n='v'`: bash ran NAME."""

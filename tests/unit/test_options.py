@@ -97,3 +97,32 @@ def test_session_defaults_match_the_declared_ones():
     assert session_defaults.output_limit == configured.output_limit
     assert session_defaults.start_timeout == configured.start_timeout
     assert configured.spill_dir == Path(session_defaults.spill_dir).absolute()
+
+
+NUMERIC = [o for o in OPTIONS if isinstance(o.default, float) or o.metavar in ("S", "MB")]
+
+
+@pytest.mark.parametrize("option", NUMERIC, ids=lambda o: o.flag)
+@pytest.mark.parametrize("text", ["nan", "NaN", "inf", "Infinity", "1e999"])
+def test_numbers_that_are_not_finite_are_refused(option, text, capsys):
+    """nan compared false with 0 and passed `value <= 0`; it then failed
+    later with a traceback (install --remote-idle-timeout nan)."""
+    with pytest.raises(SystemExit) as exit_info:
+        parse([option.flag, text])
+    assert exit_info.value.code == 2
+    assert f"{option.flag}: {text!r} is not a finite number" in capsys.readouterr().err
+
+
+def test_every_number_option_is_checked():
+    assert {o.name for o in NUMERIC} == {"remote_idle_timeout", "interrupt_grace",
+                                        "output_limit_mb", "start_timeout"}
+
+
+@pytest.mark.parametrize("flag", ["--output-limit-mb", "--timeout"])
+@pytest.mark.parametrize("text", ["nan", "inf"])
+def test_run_refuses_numbers_that_are_not_finite(flag, text, capsys):
+    from shell_kernel.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "nb.ipynb", "--hosts", "web1", flag, text])
+    assert exit_info.value.code == 2
+    assert f"{flag}: {text!r} is not a finite number" in capsys.readouterr().err
