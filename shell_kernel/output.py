@@ -380,7 +380,13 @@ class ScreenClears:
 def sniff_mime(data: bytes) -> str | None:
     """The type of display data from its first bytes: PNG, JPEG, GIF, SVG or
     HTML, else text/plain for UTF-8 text without NULs; None for other bytes
-    and for no bytes at all."""
+    and for no bytes at all.
+
+    HTML only from a start that nothing else has (`<!doctype html`, `<html`):
+    JupyterLab renders a kernel's HTML as trusted, and text that merely
+    starts with a tag (`<stdin>:1: warning`, a file someone else wrote) must
+    not run its markup. A fragment is HTML when the user says so (--mime
+    text/html, displayHTML, a .html file name)."""
     if not data:
         return None
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
@@ -392,8 +398,7 @@ def sniff_mime(data: bytes) -> str | None:
     head = data[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
     if head.startswith(b"<svg") or (head.startswith(b"<?xml") and b"<svg" in head):
         return "image/svg+xml"
-    if head.startswith((b"<!doctype html", b"<html")) or (
-            head.startswith(b"<") and b">" in head and not head.startswith(b"<?xml")):
+    if head.startswith((b"<!doctype html", b"<html")):
         return "text/html"
     try:
         text = data.decode("utf-8")

@@ -384,12 +384,12 @@ def test_batch_sizes():
 
 def test_displays_are_recorded_as_the_kernel_sends_them():
     outputs = CellOutputs()
-    outputs.display("", b"<b>sniffed</b>", "")  # no --mime: the type is sniffed
+    outputs.display("", b"<html>sniffed", "")  # no --mime: the type is sniffed
     outputs.display("", bytes(range(256)), "")  # not a type anyone can tell
     outputs.display("application/json", b'{"a": 1}', "d1")
     outputs.display("application/json", b'{"a": 2}', "d1")  # updated in place
     html, error, shown = outputs.outputs
-    assert html.data == {"text/plain": "<text/html, 14 bytes>", "text/html": "<b>sniffed</b>"}
+    assert html.data == {"text/plain": "<text/html, 13 bytes>", "text/html": "<html>sniffed"}
     assert error.output_type == "stream" and error.name == "stderr"
     assert error.text.startswith("display: cannot tell the type of these 256 bytes")
     assert shown.data["application/json"] == {"a": 2}

@@ -5,6 +5,8 @@ import re
 import threading
 import time
 
+import pytest
+
 from harness import wait_until
 
 
@@ -114,3 +116,37 @@ def _drain(kernel):
     except Exception:  # queue.Empty
         pass
     return kernel.stray
+
+
+# ------------------------------------------------------------ display types
+def _display_types(execution) -> list:
+    return [sorted(m["content"]["data"]) for m in execution.messages
+            if m["msg_type"] == "display_data"]
+
+
+@pytest.mark.parametrize("text, mime", [
+    ("<stdin>:1: warning: unused variable\n", "text/plain"),  # a compiler's message
+    ("<img src=x onerror=alert(document.domain)>\n", "text/plain"),
+    ("  <b>bold</b> <script>alert(1)</script>\n", "text/plain"),
+    ("<!DOCTYPE html>\n<p>a page</p>\n", "text/html"),
+    ("\n  <HTML><body>a page</body></HTML>\n", "text/html"),
+])
+def test_display_takes_only_an_unambiguous_start_for_html(kernel, tmp_path, text, mime):
+    """JupyterLab renders a kernel's text/html as trusted: anything starting
+    with '<' was HTML, so `echo '<stdin>:1: warning' | display` or an
+    untrusted file on standard input ran its markup."""
+    source = tmp_path / f"{kernel.backend}-untrusted.data"
+    source.write_text(text)
+    for cell in (f"display < {source}", f"cat {source} | display"):
+        execution = kernel.run(cell)
+        assert execution.status == "ok", execution.stderr
+        assert _display_types(execution) == [sorted({"text/plain", mime})]
+
+
+def test_display_html_by_name_or_by_mime(kernel, tmp_path):
+    page = tmp_path / f"{kernel.backend}-page.HTML"
+    page.write_text("<b>a fragment</b>\n")
+    for cell in (f"display {page}", "echo '<b>x</b>' | display --mime text/html",
+                 "echo '<b>x</b>' | displayHTML"):
+        execution = kernel.run(cell)
+        assert _display_types(execution) == [["text/html", "text/plain"]], cell

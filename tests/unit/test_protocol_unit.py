@@ -226,7 +226,7 @@ def test_screen_clears_are_found_even_split_across_reads(cut):
     (b"\x89PNG\r\n\x1a\n\0\0", "image/png"), (b"\xff\xd8\xff\xe0\0", "image/jpeg"),
     (b"GIF89a\0", "image/gif"), (b"<svg xmlns='x'></svg>", "image/svg+xml"),
     (b"<?xml version='1.0'?>\n<svg></svg>", "image/svg+xml"),
-    (b"<!DOCTYPE html><p>x", "text/html"), (b"  <b>bold</b>\n", "text/html"),
+    (b"<!DOCTYPE html><p>x", "text/html"), (b"  <b>bold</b>\n", "text/plain"),
     (b"plain words\n", "text/plain"), (b"\x00\x01\xfe", None), (b"", None),
 ])
 def test_display_type_is_sniffed_from_the_first_bytes(data, mime):
