@@ -52,3 +52,21 @@ def word_at(code: str, cursor: int) -> str:
     while end < len(code) and code[end] not in _WORD_BREAKS:
         end += 1
     return code[start:end]
+
+
+# What bash -n says of code that goes on (session.bash's is-complete query
+# adds the first two): the text goes on inside a quote, a here-document or
+# a backslash continuation, where spaces before the next line would be data
+# (`echo "a<Enter>b"` would print "  b"; an indented EOF ends no document),
+# else inside an open compound command, where a terminal user indents.
+_IN_TEXT = ("line continues", "here-document", "looking for matching")
+_GOES_ON = ("unexpected end of file",)
+
+
+def continuation(parser_says: str) -> dict:
+    """An is_complete reply for code that bash -n rejected with parser_says."""
+    if any(s in parser_says for s in _IN_TEXT):
+        return {"status": "incomplete", "indent": ""}
+    if any(s in parser_says for s in _GOES_ON):
+        return {"status": "incomplete", "indent": "  "}
+    return {"status": "invalid"}

@@ -19,7 +19,7 @@ from ipykernel import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
 
 from . import __version__, compat
-from .completion import completion_context, word_at
+from .completion import completion_context, continuation, word_at
 from .config import KernelConfig
 from .launch import ShellLaunch
 from .startup import still_starting
@@ -223,9 +223,7 @@ class ShellKernel(compat.AbortHook, Kernel):
             return {"status": "unknown"}
         if not answer.strip():
             return {"status": "complete"}
-        if any(s in answer for s in ("unexpected end of file", "unexpected EOF", "here-document")):
-            return {"status": "incomplete", "indent": "  "}
-        return {"status": "invalid"}
+        return continuation(answer)
 
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                          allow_stdin=False, *, cell_meta=None, cell_id=None):

@@ -40,22 +40,46 @@ def test_completion_leaves_the_shell_state_alone(kernel):
     kernel.ok("trap - USR1; cd /")
 
 
-@pytest.mark.parametrize("code, status", [
-    ("echo ok", "complete"),
-    ("for x in 1 2; do echo $x; done", "complete"),
-    ("if true; then", "incomplete"),
-    ("for f in *; do", "incomplete"),
-    ("echo 'open quote", "incomplete"),
-    ("cat <<EOF\nline", "incomplete"),
-    ("echo continued \\", "incomplete"),
-    ("fi fi", "invalid"),
-    ("done", "invalid"),
+# The indent that jupyter console puts before the next line: a terminal
+# user's indent inside an open compound command, none where spaces would
+# become data (a quoted string, a here-document, a backslash continuation).
+@pytest.mark.parametrize("code, status, indent", [
+    ("echo ok", "complete", None),
+    ("for x in 1 2; do echo $x; done", "complete", None),
+    ("if true; then", "incomplete", "  "),
+    ("for f in *; do", "incomplete", "  "),
+    ("f() {", "incomplete", "  "),
+    ("echo a &&", "incomplete", "  "),
+    ("echo 'open quote", "incomplete", ""),
+    ('echo "a', "incomplete", ""),
+    ('if true; then echo "a', "incomplete", ""),
+    ("echo $(ls", "incomplete", ""),
+    ("cat <<EOF\nline", "incomplete", ""),
+    ("if true; then\n  cat <<EOF", "incomplete", ""),
+    ("f() {\n  cat <<-EOF\n\tline", "incomplete", ""),
+    ("echo continued \\", "incomplete", ""),
+    ("fi fi", "invalid", None),
+    ("done", "invalid", None),
 ])
-def test_is_complete_uses_bash_parser(kernel, code, status):
+def test_is_complete_uses_bash_parser(kernel, code, status, indent):
     reply = kernel.request("is_complete", code)["content"]
     assert reply["status"] == status
-    if status == "incomplete":
-        assert reply["indent"] == "  "
+    assert reply.get("indent") == indent
+
+
+def test_continued_lines_run_as_typed(kernel):
+    """What jupyter console sends after Enter on an incomplete line: the
+    code, a newline, the indent it was given, the next line."""
+    def typed(*lines):
+        code = lines[0]
+        for line in lines[1:]:
+            reply = kernel.request("is_complete", code)["content"]
+            assert reply["status"] == "incomplete", code
+            code += "\n" + reply["indent"] + line
+        return kernel.ok(code)
+    assert typed('echo "a', 'b"') == "a\nb\n"
+    assert typed("cat <<EOF", "x", "EOF") == "x\n"
+    assert typed("if true; then", "cat <<EOF", "y", "EOF", "fi") == "y\n"
 
 
 def test_is_complete_runs_nothing(kernel, tmp_path):

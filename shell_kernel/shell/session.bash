@@ -57,9 +57,10 @@ if [[ -n $__shell_kernel_dir ]]; then
     { builtin printf '%s %s\n' "$$" "${__shell_kernel_key[19]}" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
     builtin unset -v __shell_kernel_key __shell_kernel_value
   else
-    # No /proc: the group and lstart, comma-separated, as shell/pids.sh tells them.
+    # No /proc: the group and lstart, comma-separated, as shell/pids.sh tells
+    # them (in UTC: whatever TZ the user's rc files set).
     IFS=$' \t\n' builtin read -r -a __shell_kernel_key \
-      <<< "$(LC_ALL=C builtin command ps -o pgid= -o lstart= -p "$$" 2>/dev/null)"
+      <<< "$(TZ=UTC0 LC_ALL=C builtin command ps -o pgid= -o lstart= -p "$$" 2>/dev/null)"
     if (( ${#__shell_kernel_key[@]} == 6 )); then
       builtin printf -v __shell_kernel_value '%s,' "${__shell_kernel_key[@]}"
       { builtin printf '%s %s\n' "$$" "${__shell_kernel_value%,}" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
@@ -422,57 +423,7 @@ __shell_kernel_resume() {
   builtin return "${__shell_kernel_rc:-0}"
 }
 
-# A request from the kernel (completion, inspection, is-complete), run
-# between cells. It writes its answer as a "reply" frame carrying the bytes
-# of $__shell_kernel_dir/reply; its output and errors never reach a cell.
-# $1: sequence number, $2: what, $3: the word or code.
-__shell_kernel_query() {
-  builtin local seq="$1" what="$2" word="$3" reply="$__shell_kernel_dir/reply" line LC_ALL=C
-  {
-    case $what in
-      commands) builtin compgen -A command -A alias -A function -A builtin -A keyword -- "$word" ;;
-      variables) builtin compgen -v -- "$word" ;;
-      paths)
-        builtin compgen -f -- "$word" >| "$reply.tmp"
-        while IFS= builtin read -r line; do
-          if [[ -d $line ]]; then line=$line/; fi
-          builtin printf '%s\n' "$line"
-        done < "$reply.tmp" ;;
-      is-complete)  # bash's own parser, in a bash that runs nothing (-n)
-        if [[ $word =~ (^|[^\\])(\\\\)*\\$ ]]; then
-          builtin echo "line continues: unexpected end of file"  # a trailing backslash
-        else
-          builtin printf '%s\n' "$word" >| "$reply.tmp"
-          line=$("${BASH:-bash}" --norc --noprofile -n "$reply.tmp" 2>&1)
-          # Bash 3.2 does not warn of an open here-document: a `)` line after
-          # the code is a syntax error, unless that document takes it in.
-          if [[ -z $line ]] && (( BASH_VERSINFO[0] < 4 )); then
-            builtin printf '%s\n)\n' "$word" >| "$reply.tmp"
-            if [[ -z $("${BASH:-bash}" --norc --noprofile -n "$reply.tmp" 2>&1) ]]; then
-              line="here-document open at end of file"
-            fi
-          fi
-          builtin printf '%s\n' "$line"
-        fi ;;
-      inspect)
-        builtin type -a -- "$word" 2>&1 | builtin command head -n 20
-        case $(builtin type -t -- "$word") in
-          builtin|keyword) builtin echo; builtin help "$word" ;;
-          file)
-            builtin echo
-            if builtin command -v man >/dev/null && builtin command man -w -- "$word" >/dev/null; then
-              MANWIDTH=80 builtin command man -P cat -- "$word" | builtin command head -n 60
-            else
-              case $(builtin type -P -- "$word") in
-                /bin/*|/sbin/*|/usr/bin/*|/usr/sbin/*|/usr/local/bin/*)
-                  builtin command timeout 3 "$word" --help </dev/null 2>&1 | builtin command head -n 60 ;;
-              esac
-            fi ;;
-        esac ;;
-    esac
-  } >| "$reply" 2>&1 </dev/null
-  __shell_kernel_send_file reply "$reply" "$seq" >&61
-}
+#include queries.bash
 
 # Hand FILE's bytes to the kernel: copied into the state directory as
 # payload.PID.N, named by a frame \036\037token\037KIND\037FIELD...\037NAME\037\036
