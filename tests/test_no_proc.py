@@ -15,8 +15,11 @@ import time
 import pytest
 
 from conftest import install_spec
+from harness import pids_matching, wait_until
+from named_support import UID, stop_sessions
 from shell_kernel import protocol, shell
 from shell_kernel.backends.local_terminal import LocalTerminal
+from shell_kernel.testing.sshd import SSHServer, setenv_config
 
 PS_RECORD = re.compile(r"^(\d+) (\d+),[A-Z][a-z]{2},[A-Z][a-z]{2},\d{1,2},\d\d:\d\d:\d\d,\d{4}$")
 
@@ -79,6 +82,27 @@ def test_a_record_of_the_other_kind_proves_nothing(tmp_path):
         echo "$p 12345" > '{record}'
         pid_alive '{record}' || echo not-same; pid_gone '{record}' || echo not-gone; kill "$p" """)
     assert out.split() == ["not-same", "not-gone"]
+
+
+# POSIX zones, far apart (no time zone database needed): ps prints local time.
+ZONE, OTHER_ZONE = "XYZ-9", "ABC+5"
+
+
+def test_a_record_made_in_one_time_zone_is_told_in_another(tmp_path):
+    """A host whose rc files set TZ for some of its shells only, or a
+    daylight-saving change between a record and its check: the process is
+    still the one recorded, and a process recorded is not taken for gone."""
+    record, reap = tmp_path / "record", tmp_path / "reap.sh"
+    reap.write_text(shell.script("reap.sh"))
+    out = pids_sh(f"""sleep 30 >/dev/null 2>&1 & p=$!; sleep 1
+        TZ={ZONE}; export TZ; pid_record "$p" '{record}'; token="$p:$(pid_start "$p")"
+        TZ={OTHER_ZONE}
+        pid_alive '{record}' && echo same
+        pid_gone '{record}' || echo alive
+        echo "$p" signalled: $(sh '{reap}' orphans TERM $$ '{tmp_path}' "$token")
+        sleep 0.2; ! kill "$p" 2>/dev/null || echo but left""")
+    words = out.split()
+    assert words == ["same", "alive", words[2], "signalled:", words[2]], out
 
 
 def test_without_the_switch_records_are_procs(tmp_path):
@@ -214,3 +238,93 @@ def test_a_look_that_a_cell_ended_during_is_not_taken_for_the_cell(tmp_path):
         stand_in.wait()
     assert (tmp_path / "ended").exists()  # ps looked
     assert [frame for frame in frames if isinstance(frame, protocol.ReadingFrame)] == []
+
+
+def stop_with_a_cell_running(kernel, marker: str):
+    """Stop pressed while a cell sleeps: the cell's end, once its sleep is gone."""
+    msg_id = kernel.start(f"sleep {marker}")
+    assert wait_until(lambda: pids_matching(marker), timeout=30)
+    kernel.km.interrupt_kernel()
+    execution = kernel.collect(msg_id, timeout=60)
+    assert wait_until(lambda: not pids_matching(marker), timeout=10), execution.stderr
+    return execution
+
+
+@pytest.fixture
+def zoned_host(tmp_path):
+    """A test sshd whose sessions' HOME sets TZ from HOME/zone in every bash
+    (Debian's bash reads ~/.bashrc for each command sshd runs too), and in
+    login shells only from .bash_profile where HOME/login-zone exists."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text('[ -r "$HOME/zone" ] && export TZ="$(cat "$HOME/zone")"\n')
+    (home / ".bash_profile").write_text('. "$HOME/.bashrc"\n'
+                                        '[ -r "$HOME/login-zone" ] && export TZ="$(cat "$HOME/login-zone")"\n')
+    remote_tmp = tmp_path / "remote tmp"
+    remote_tmp.mkdir(mode=0o700)
+    server = SSHServer(tmp_path / "sshd", name="zoned-sshd", extra_config=setenv_config(
+        {"HOME": str(home), "TMPDIR": str(remote_tmp)}))
+    server.start()
+    server.ssh_config = server.write_ssh_config(tmp_path / "ssh_config")
+    server.home, server.sessions_dir = home, remote_tmp / f"shell_kernel-{UID}"
+    yield server
+    stop_sessions(server.sessions_dir)
+    server.stop()
+
+
+@pytest.mark.parametrize("backend", ["local", "ssh"])
+def test_stop_ends_the_cell_of_a_shell_whose_rc_files_set_another_time_zone(
+        backend, start_kernel, ssh_kernel, zoned_host, tmp_path):
+    """The shell's rc files set TZ, the commands that run beside it do not
+    (the kernel's own, or an SSH command's): the shell's record, made in
+    its zone, still names it (else Stop signalled nothing: "interrupt of
+    cell 2 failed", and the sleep ran on)."""
+    env = {shell.NO_PROC: "1"}
+    if backend == "local":
+        home = tmp_path / "local-home"
+        home.mkdir()
+        (home / ".bash_profile").write_text(f"export TZ={ZONE}\n")
+        kernel = start_kernel(HOME=str(home), **env)
+    else:
+        (zoned_host.home / "login-zone").write_text(ZONE)
+        kernel = ssh_kernel(zoned_host.ssh_config, **env)
+    assert kernel.ok("echo $TZ") == f"{ZONE}\n"
+    execution = stop_with_a_cell_running(kernel, "100.731")
+    assert execution.meta.get("interrupted") is True, (execution.errors, execution.stderr)
+    assert "failed" not in execution.stderr
+    assert kernel.ok("echo next") == "next\n"
+
+
+@pytest.mark.parametrize("backend", ["local", "ssh"])
+def test_a_named_open_finds_its_live_session_after_the_time_zone_changed(
+        backend, jupyter_prefix, start_kernel, ssh_kernel, zoned_host, tmp_path):
+    """The session was made in one zone and is opened again in another (a
+    daylight-saving change meanwhile, or another kernel's TZ): it is the
+    same live session, not one taken for ended and replaced."""
+    env = {shell.NO_PROC: "1"}
+    name = f"zoned-{backend}"
+    if backend == "local":
+        shared_tmp = tmp_path / "local tmp"
+        shared_tmp.mkdir(mode=0o700)
+        spec = f"shell-named-zoned-{os.getpid()}"
+        install_spec(jupyter_prefix, spec, ["--session", name])
+
+        def open_session(zone: str):
+            return start_kernel(spec, TMPDIR=str(shared_tmp), TZ=zone, **env)
+        sessions_dir = shared_tmp / f"shell_kernel-{UID}"
+    else:
+        def open_session(zone: str):
+            (zoned_host.home / "zone").write_text(zone)
+            return ssh_kernel(zoned_host.ssh_config, flags=["--session", name], **env)
+        sessions_dir = zoned_host.sessions_dir
+    try:
+        first = open_session(ZONE)
+        shell_pid = first.ok("echo $$ $TZ").split()
+        assert shell_pid[1:] == [ZONE]
+        first.shutdown()  # a named session stays
+        second = open_session(OTHER_ZONE)
+        execution = second.run("echo $$")
+        assert execution.status == "ok", (execution.errors, execution.stderr)
+        assert (execution.stdout, execution.stderr) == (f"{shell_pid[0]}\n", "")
+    finally:
+        stop_sessions(sessions_dir)

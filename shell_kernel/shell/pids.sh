@@ -25,8 +25,11 @@ procfs() {
 # not enough, as procps computes it anew each time (it may move by a second
 # between two calls) and tells seconds only (a pid reused within the same
 # second); the group does not change across exec, and a stranger that took
-# the pid would have to be in the same group too. Which of the two a record
-# holds shows in its form (see same_start).
+# the pid would have to be in the same group too. ps prints lstart in local
+# time: it runs in one fixed zone (TZ=UTC0, as reap.sh's and session.bash's
+# ps do), so that a record made under one TZ (rc files that set it for the
+# shell only, a daylight-saving change since) is told under any other.
+# Which of the two a record holds shows in its form (see same_start).
 pid_start() {
   case $1 in '' | *[!0-9]*) return 0 ;; esac
   if procfs; then
@@ -34,7 +37,7 @@ pid_start() {
     set -- ${pid_stat##*) }
     [ $# -ge 20 ] && echo "${20}"
   else
-    set -- $(LC_ALL=C ps -o pgid= -o lstart= -p "$1" 2>/dev/null)
+    set -- $(TZ=UTC0 LC_ALL=C ps -o pgid= -o lstart= -p "$1" 2>/dev/null)
     [ $# -eq 6 ] && (IFS=,; echo "$*")
   fi
 }

@@ -69,7 +69,7 @@ members() {
     # When process p started, as pid_start (pids.sh) tells it; "" if it is
     # gone or no start can be told here. Field 22 of /proc/p/stat (clock
     # ticks after boot; the command name before it may hold anything, even
-    # ") " and newlines), else ps: its group and lstart.
+    # ") " and newlines), else ps: its group and lstart (in UTC, as pids.sh).
     function started(p,   file, line, text, n, v) {
       if (!procfs) return lstart(p)
       file = "/proc/" p "/stat"
@@ -82,7 +82,7 @@ members() {
     function lstart(p,   command, line, v, n, i, when) {
       if (!lstart_read) {
         lstart_read = 1
-        command = "LC_ALL=C ps -A -o pid= -o pgid= -o lstart= 2>/dev/null"
+        command = "TZ=UTC0 LC_ALL=C ps -A -o pid= -o pgid= -o lstart= 2>/dev/null"
         while ((command | getline line) > 0) {
           if (split(line, v, " ") != 7) continue
           when = v[2]
