@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ipykernel import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
 
-from . import __version__, compat
+from . import __version__, compat, history
 from .completion import completion_context, continuation, word_at
 from .config import KernelConfig
 from .launch import ShellLaunch
@@ -224,6 +224,16 @@ class ShellKernel(compat.AbortHook, Kernel):
         if not answer.strip():
             return {"status": "complete"}
         return continuation(answer)
+
+    async def do_history(self, hist_access_type, output, raw, session=None, start=None,
+                         stop=None, n=None, pattern=None, unique=False, **_ignored):
+        """The shell's own history list (see history.py); raw or not, a
+        cell's text is what ran."""
+        listing = self._launch.query("history", "")
+        entries = history.parse(listing) if listing else []
+        return {"status": "ok", "history": history.answer(
+            entries, hist_access_type, output=output, session=session, start=start,
+            stop=stop, n=n, pattern=pattern, unique=unique)}
 
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                          allow_stdin=False, *, cell_meta=None, cell_id=None):

@@ -1,7 +1,7 @@
 # shell_kernel: the kernel's questions between cells (completion, inspection,
 # is-complete, history), included into session.bash.
 
-# A request from the kernel (completion, inspection, is-complete), run
+# A request from the kernel (completion, inspection, is-complete, history), run
 # between cells. It writes its answer as a "reply" frame carrying the bytes
 # of $__shell_kernel_dir/reply; its output and errors never reach a cell.
 # $1: sequence number, $2: what, $3: the word or code.
@@ -35,6 +35,8 @@ __shell_kernel_query() {
           fi
           builtin printf '%s\n' "$line"
         fi ;;
+      history)  # a \036 as each entry's time stamp marks where its text starts
+        HISTTIMEFORMAT=$'\036' builtin history ;;
       inspect)
         builtin type -a -- "$word" 2>&1 | builtin command head -n 20
         case $(builtin type -t -- "$word") in
