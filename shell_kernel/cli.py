@@ -33,8 +33,26 @@ def _parser() -> argparse.ArgumentParser:
     add_options(kernel)
 
     _add_run(commands)
+    _add_merge(commands)
     _add_sessions(commands)
     return parser
+
+
+def _add_merge(commands) -> None:
+    merge = commands.add_parser(
+        "merge", help="join the output directories of `run --hosts ... --shard I/N`",
+        description="Join the --output-dir of each shard of one run (run --hosts ... --shard "
+                    "I/N on several machines) into one directory, as if one run had done it: "
+                    "summary.json and summary.html with every host in the list's order, the "
+                    "same counts and groups per cell, and the hosts' notebooks copied. "
+                    "Directories of different notebooks, parameters or host lists, or holding "
+                    "the same host, are refused before anything is written; the hosts of a "
+                    "shard not given are skipped. Exit status: 0 every host ok, 1 not, 2 bad "
+                    "usage.")
+    merge.add_argument("directories", metavar="DIR", nargs="+",
+                       help="a shard's --output-dir (its summary.json and host notebooks)")
+    merge.add_argument("-o", "--output", metavar="OUT", required=True,
+                       help="the merged directory (created if missing)")
 
 
 def _add_sessions(commands) -> None:
@@ -143,6 +161,10 @@ def _add_fleet(run) -> None:
     fleet.add_argument("--max-fail", type=int, default=0, metavar="N",
                        help="failed or unreachable hosts tolerated before the next batch "
                             "(default: 0)")
+    fleet.add_argument("--shard", metavar="I/N",
+                       help="run only the I-th of N slices of the host list (1-based: 1/4 .. "
+                            "4/4), the same slice on every machine given the same list; "
+                            "`merge` joins the slices' output directories")
     fleet.add_argument("--durable", action="store_true",
                        help="give each host a durable shell, which a dropped connection "
                             "does not end (the runner reattaches), at the cost of more "
@@ -167,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "run":
         return _run_notebook(args)
+    if args.command == "merge":
+        return _merge(args)
     if args.command == "sessions":
         from .sessions_command import main_sessions
         return main_sessions(args)
@@ -208,6 +232,18 @@ def _run_notebook(args) -> int:
         if misplaced:
             raise RunError(f"{', '.join(misplaced)}: only with --hosts or --inventory")
         return _run_one(args, parameters)
+    except RunError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _merge(args) -> int:
+    from pathlib import Path
+
+    from .fleet_merge import merge
+    from .notebook_job import EXIT_USAGE, RunError
+    try:
+        return merge([Path(directory) for directory in args.directories], Path(args.output))
     except RunError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -260,6 +296,10 @@ def _run_fleet(args, parameters: dict[str, str]) -> int:
             hosts = hosts_from_list(args.hosts, args.ssh_config)
     except HostsError as err:
         raise RunError(str(err)) from None
+    shard = None
+    if args.shard is not None:
+        from .fleet_shards import select
+        hosts, shard = select(hosts, args.shard)
     from .fleet import FleetOptions, run_fleet
 
     notebook = Path(args.notebook)
@@ -275,7 +315,7 @@ def _run_fleet(args, parameters: dict[str, str]) -> int:
         output_dir=(Path(args.output_dir) if args.output_dir
                     else notebook.with_name(output_stem(notebook) + ".fleet")),
         batch=args.batch, max_fail=args.max_fail, timeout=args.timeout,
-        allow_errors=args.allow_errors, config=config))
+        allow_errors=args.allow_errors, shard=shard, config=config))
 
 
 def _fleet_only_flags(args) -> list[str]:
@@ -283,6 +323,7 @@ def _fleet_only_flags(args) -> list[str]:
     from .options import FLEET_JOBS
 
     given = [("--limit", args.limit), ("--output-dir", args.output_dir), ("--batch", args.batch),
+             ("--shard", args.shard),
              ("--max-fail", args.max_fail), ("--jobs", args.jobs != FLEET_JOBS),
              ("--ssh-config", args.ssh_config), ("--accept-new-host-key", args.accept_new_host_key),
              ("--durable", args.durable), ("--clean", args.clean),

@@ -36,6 +36,7 @@ from .notebook_job import (BASH_LANGUAGES, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_O
                            RAISES_TAG, CellRecorder, RunError, job_cells, prepare, read_notebook,
                            runnable_cells)
 from .options import FLEET_JOBS, FLEET_OUTPUT_LIMIT_MB
+from .output_files import UnsafeOutput, check_dir, write_file
 from .results import UnknownDisplay, display_bundle, error_content, reply_metadata
 from .session import CellRecord, SessionError, ShellSession
 
@@ -351,8 +352,10 @@ class Fleet:
         path = self.options.output_dir / f"{self.file_names[run.host.name]}.ipynb"
         # The notebook was validated when read, and its outputs are made here
         # in the schema's shape: nbformat.write would validate it again, per host.
-        path.write_text(writes_json(nb) + "\n", encoding="utf-8")
-        run.notebook_path = path
+        try:
+            run.notebook_path = write_file(path, writes_json(nb) + "\n")
+        except OSError as err:
+            run.status, run.error = FAILED, f"its notebook could not be saved: {err}"
 
 
 def _state(cell: CellRun, result: CellRecord, succeeded: bool, timed_out: bool,
@@ -382,13 +385,10 @@ def _error_output(ename: str, evalue: str, summary: str):
 
 # ---------------------------------------------------------------- command
 def check_output_dir(path: Path) -> None:
-    if path.exists() and not path.is_dir():
-        raise RunError(f"--output-dir {path}: a file is there, not a directory; "
-                       "give another directory (it is created if missing)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise RunError(f"--output-dir {path}: cannot create it ({err.strerror})") from None
+        check_dir(path)
+    except UnsafeOutput as err:
+        raise RunError(f"--output-dir {path}: {err}") from None
 
 
 def run_fleet(options: FleetOptions, progress: TextIO | None = None,

@@ -14,6 +14,7 @@ from typing import TextIO
 from .jobs import (FAILED, HOST_STATUSES, INTERRUPTED, OK, UNREACHABLE, CellRun, FleetRun,
                    HostRun)
 from .notebook_job import print_columns, tally
+from .output_files import write_file
 
 #: Failures first in the table and the page.
 STATUS_ORDER = {status: order for order, status in enumerate(HOST_STATUSES)}
@@ -152,7 +153,7 @@ def summary(fleet: FleetRun, finished, exit_status: int) -> dict:
 
 def write_json(fleet: FleetRun, finished, exit_status: int):
     path = fleet.output_dir / "summary.json"
-    path.write_text(json.dumps(summary(fleet, finished, exit_status), indent=1) + "\n")
+    write_file(path, json.dumps(summary(fleet, finished, exit_status), indent=1) + "\n")
     return path
 
 
@@ -236,7 +237,7 @@ finished {finished:%H:%M:%S} UTC. <span class="tally">{esc(statuses)}</span>.
 
 def write_html(fleet: FleetRun, finished):
     path = fleet.output_dir / "summary.html"
-    path.write_text(render_html(fleet, finished))
+    write_file(path, render_html(fleet, finished))
     return path
 
 

@@ -23,6 +23,7 @@ from .notebook_job import (BASH_LANGUAGES, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_O
                            RAISES_TAG, CellRecorder, RunError, check_parameter_name, job_cells,
                            output_stem, prepare, print_columns, read_notebook, runnable_cells,
                            tally)
+from .output_files import UnsafeOutput, check_dir, write_file
 # What shell_kernel.runner offered before notebook_job.py took it over, for
 # the scripts and tests that import it from here.
 from .notebook_job import (EXIT_USAGE, INJECTED_TAG, PARAMETERS_TAG, SKIP_TAG, bash_parameters,
@@ -73,6 +74,10 @@ def load(options: RunOptions):
     """Read the notebook and check the request; RunError if it cannot run."""
     path = options.notebook
     nb = read_notebook(path)
+    try:
+        check_dir(options.output.parent)
+    except UnsafeOutput as err:
+        raise RunError(f"-o {options.output}: {err}") from None
     name = options.kernel_name or nb.metadata.get("kernelspec", {}).get("name")
     if not name:
         raise RunError(f"{path} names no kernel in its metadata; give one with --kernel NAME")
@@ -194,8 +199,10 @@ def run(options: RunOptions, progress: TextIO | None = None, report: TextIO | No
     nb.metadata[METADATA_KEY] = {"kernel": kernel_name, "host": host,
                                  "parameters": dict(options.parameters),
                                  "duration_s": round(elapsed, 3)}
-    options.output.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, options.output)
+    try:
+        write_file(options.output, nbformat.writes(nb) + "\n")
+    except UnsafeOutput as err:
+        raise RunError(f"-o {options.output}: {err}") from None
 
     failed = [cell for cell in cells.values() if cell.state == FAILED]
     _summary(report, list(cells.values()), kernel_name, host, elapsed, options.output, broke)

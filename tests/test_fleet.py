@@ -135,11 +135,11 @@ class Page(HTMLParser):
             self._square = {"class": attrs["class"], "index": attrs.get("data-index"),
                             "exit": attrs.get("data-exit")}
             self.rows[-1]["squares"].append(self._square)
-        if tag == "section":
+        if tag == "section" and "data-host" in attrs:  # a host's failure, not a cell's groups
             self._section, self._text = attrs["data-host"], []
 
     def handle_endtag(self, tag):
-        if tag == "section":
+        if tag == "section" and self._section is not None:
             self.details[self._section] = "".join(self._text)
             self._section = None
 
@@ -205,18 +205,22 @@ def test_summary_json_field_by_field(main_run):
     # cells: 0 parameters, 1 injected, 2 echo, 3 the failing one, 4 empty, 5 display
     for name in ("web1", "web2", "web4"):
         host = hosts[name]
-        assert set(host) == {"status", "error", "cells", "notebook"}
+        assert set(host) == {"status", "error", "cells", "notebook", "duration_s", "failed_cell",
+                             "stderr_tail"}
+        assert isinstance(host["duration_s"], float) and host["failed_cell"] is None
+        assert host["stderr_tail"] == ""
         assert host["notebook"] == f"{name}.ipynb"
         assert host["status"] == "ok" and host["error"] is None
         assert [c["index"] for c in host["cells"]] == [0, 1, 2, 3, 5]
         assert [c["exit_code"] for c in host["cells"]] == [0, 0, 0, 0, 0]
-        assert all(set(c) == {"index", "exit_code", "duration_s"} for c in host["cells"])
+        assert all(set(c) == {"index", "exit_code", "duration_s", "digest"} for c in host["cells"])
         assert all(isinstance(c["duration_s"], float) and 0 <= c["duration_s"] < 30
                    for c in host["cells"])
     failed = hosts[FAILING]
     assert failed["status"] == "failed"
     assert failed["error"] == "cell 3 failed: ExitCode: exit status 3 from 'exit 3' (line 1)"
     assert [(c["index"], c["exit_code"]) for c in failed["cells"]] == [(0, 0), (1, 0), (2, 0), (3, 3)]
+    assert failed["failed_cell"] == 3 and failed["stderr_tail"] == "disk full on web3"
     down = hosts["down"]
     assert down["status"] == "unreachable" and down["cells"] == [] and down["notebook"] is None
     assert down["error"].startswith("Could not start the shell: could not connect to ")

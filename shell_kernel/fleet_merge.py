@@ -1,0 +1,133 @@
+"""`python -m shell_kernel merge DIR... -o OUT`: the output directories of
+`run --hosts ... --shard I/N` joined into one, as if one run had done it:
+summary.json and summary.html with the hosts in the list's order, the same
+counts and groups (made again from every host's digests, fleet_drift.py),
+and the hosts' notebooks (and spilled output) copied into OUT.
+
+Everything is checked before anything is written: directories of different
+notebooks (or parameters) or host lists, or holding the same hosts, are
+refused. Shards not given leave their hosts `skipped`, saying so.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from .fleet_report import cells_summary, print_table, write_reports
+from .jobs import OK, SKIPPED
+from .notebook_job import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunError
+
+
+KEYS = ("notebook", "started", "finished", "parameters", "exit_status", "stop_reason", "hosts",
+        "cells")
+SHARD_KEYS = ("index", "count", "hosts", "notebook_sha256")
+
+
+def read_shard(directory: Path) -> dict:
+    """DIR/summary.json of a --shard run."""
+    path = directory / "summary.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunError(f"{directory}: no summary.json here; give the --output-dir of "
+                       "`run --hosts ... --shard I/N`") from None
+    except (OSError, ValueError) as err:
+        raise RunError(f"{path}: cannot read it ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("shard"), dict):
+        raise RunError(f"{path} is not from a --shard run; merge joins the output directories "
+                       "of `run --hosts ... --shard I/N`")
+    lacking = [key for key in KEYS if key not in data] + \
+        [f"shard.{key}" for key in SHARD_KEYS if key not in data["shard"]]
+    if lacking:
+        raise RunError(f"{path} has no {', '.join(lacking)}: written by another version of "
+                       "shell_kernel? Run the shards again with this one")
+    return data
+
+
+def check(shards: dict[Path, dict]) -> None:
+    """One notebook, one host list, each host in one directory only."""
+    (first_dir, first), *others = shards.items()
+    owner: dict[str, Path] = {}
+    for directory, data in shards.items():
+        if data["shard"]["notebook_sha256"] != first["shard"]["notebook_sha256"]:
+            raise RunError(f"{directory} ran another notebook than {first_dir} "
+                           f"({data['notebook']}, not {first['notebook']}, or other parameters "
+                           "or cells); merge joins the shards of one run")
+        if (data["shard"]["hosts"], data["shard"]["count"]) != \
+                (first["shard"]["hosts"], first["shard"]["count"]):
+            raise RunError(f"{directory} is shard {_label(data)} of another host list than "
+                           f"{first_dir} (shard {_label(first)}); merge joins the shards of one run")
+        for name in data["hosts"]:
+            if name in owner:
+                raise RunError(f"{owner[name]} and {directory} both hold host {name} (shards "
+                               f"{_label(shards[owner[name]])} and {_label(data)}); give each "
+                               "shard's directory once")
+            owner[name] = directory
+
+
+def _label(data: dict) -> str:
+    return f"{data['shard']['index']}/{data['shard']['count']}"
+
+
+def merged(shards: dict[Path, dict]) -> dict:
+    """The summary one run on every host of the list would have written."""
+    runs = list(shards.values())
+    first = runs[0]["shard"]
+    given = {name: host for data in runs for name, host in data["hosts"].items()}
+    missing = sorted(set(range(1, first["count"] + 1)) - {data["shard"]["index"] for data in runs})
+    absent = {"status": SKIPPED, "cells": [], "notebook": None, "duration_s": None,
+              "failed_cell": None, "stderr_tail": "",
+              "error": "not merged: the output of shard "
+                       + ", ".join(f"{index}/{first['count']}" for index in missing)
+                       + " was not given"}
+    hosts = {name: given.get(name, absent) for name in first["hosts"]}
+    samples = {group["digest"]: group["sample"]
+               for data in runs for cell in data["cells"] for group in cell["groups"]}
+    reasons = list(dict.fromkeys(data["stop_reason"] for data in runs if data["stop_reason"]))
+    status = EXIT_INTERRUPTED if any(data["exit_status"] == EXIT_INTERRUPTED for data in runs) \
+        else EXIT_FAILED if any(host["status"] != OK for host in hosts.values()) else EXIT_OK
+    return {
+        "notebook": runs[0]["notebook"],
+        "started": min(data["started"] for data in runs),
+        "finished": max(data["finished"] for data in runs),
+        "parameters": runs[0]["parameters"],
+        "exit_status": status,
+        "stop_reason": "; ".join(reasons) or None,
+        "hosts": hosts,
+        "cells": cells_summary([(cell["index"], cell["title"]) for cell in runs[0]["cells"]],
+                               hosts, samples),
+    }
+
+
+def merge(directories: list[Path], out: Path, report: TextIO | None = None) -> int:
+    """Check, merge, write OUT; 0 if every host of the merged run is ok, else 1."""
+    report = sys.stdout if report is None else report
+    shards: dict[Path, dict] = {}
+    for directory in directories:
+        if directory.resolve() in (known.resolve() for known in shards):
+            raise RunError(f"{directory} is given twice; give each shard's directory once")
+        shards[directory] = read_shard(directory)
+    check(shards)
+    if out.resolve() in (directory.resolve() for directory in shards):
+        raise RunError(f"-o {out}: that is one of the shards' directories; give a new one")
+    if out.exists() and not out.is_dir():
+        raise RunError(f"-o {out}: a file is there, not a directory; give another directory")
+    data = merged(shards)
+    out.mkdir(parents=True, exist_ok=True)
+    for directory, shard in shards.items():
+        for host in shard["hosts"].values():
+            if host["notebook"]:
+                shutil.copy2(directory / host["notebook"], out / host["notebook"])
+                spilled = directory / (Path(host["notebook"]).stem + ".output")
+                if spilled.is_dir():
+                    shutil.copytree(spilled, out / spilled.name, dirs_exist_ok=True)
+    json_path, html_path = write_reports(data, out)
+    took = (datetime.datetime.fromisoformat(data["finished"])
+            - datetime.datetime.fromisoformat(data["started"])).total_seconds()
+    print_table(report, data, json_path, html_path, took)
+    return EXIT_OK if data["exit_status"] == EXIT_OK else EXIT_FAILED
