@@ -29,7 +29,9 @@ from typing import TextIO
 
 from .config import KernelConfig
 from .failure import cell_error
-from .fleet_report import Progress, print_table, write_html, write_json
+from .fleet_drift import fingerprint, own_names
+from .fleet_report import Progress, print_table, summary, write_reports
+from .fleet_shards import Shard, shard_summary
 from .jobs import (FAILED, FAILED_AS_EXPECTED, INTERRUPTED, OK, SKIPPED, TIMED_OUT, UNREACHABLE,
                    CellRun, FleetEvents, FleetHost, FleetRun, HostRun)
 from .notebook_job import (BASH_LANGUAGES, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, METADATA_KEY,
@@ -54,6 +56,8 @@ class FleetOptions:
     max_fail: int = 0
     timeout: float | None = None
     allow_errors: bool = False
+    #: With --shard: which slice of the host list `hosts` is.
+    shard: Shard | None = None
     #: The SSH options every host's session is built with (ssh is set per host).
     config: KernelConfig = field(
         default_factory=lambda: KernelConfig(output_limit_mb=FLEET_OUTPUT_LIMIT_MB))
@@ -172,8 +176,14 @@ class Fleet:
         self.record = FleetRun(options.notebook, options.output_dir, options.parameters, nb,
                                runnable_cells(nb), {host.name: HostRun(host)
                                                     for host in options.hosts})
-        self.file_names = file_names([host.name for host in options.hosts])
+        # A shard names its files as the whole run would: merge copies them as they are.
+        self.file_names = file_names(list(options.shard.all_hosts) if options.shard
+                                     else [host.name for host in options.hosts])
         self.events = events
+        #: Each cell's output digest by (host, cell index), and a sample of each
+        #: digest's output: what the report groups hosts by (fleet_drift.py).
+        self.digests: dict[tuple[str, int], str] = {}
+        self.samples: dict[str, str] = {}
         self._sessions: dict[str, ShellSession] = {}
         self._lock = threading.Lock()
 
@@ -259,9 +269,9 @@ class Fleet:
         with self._lock:
             self._sessions[host.name] = session
         try:
-            self._start(run, session)
+            hostname = self._start(run, session, outputs[0])
             if run.status not in (UNREACHABLE, INTERRUPTED):
-                self._run_cells(run, session, nb, outputs)
+                self._run_cells(run, session, nb, outputs, own_names(host.name, hostname))
         except Exception as err:  # noqa: BLE001 - one host's bug must not stop the others
             run.status, run.error = FAILED, f"shell_kernel failed on this host: {err!r}"
         finally:
@@ -273,21 +283,26 @@ class Fleet:
                 self._save(run, nb)
             self.events.host_ended(run)
 
-    def _start(self, run: HostRun, session: ShellSession) -> None:
+    def _start(self, run: HostRun, session: ShellSession, outputs: CellOutputs) -> str:
+        """Start the host's shell; what `hostname` prints there (bash's HOSTNAME)."""
         try:
             session.start()
-            # The cell nobody sees: the host's name for the notebook's cells.
-            result = session.run(f"export {HOST_VARIABLE}={shlex.quote(run.host.name)}")
+            # The cell nobody sees: the host's name for the notebook's cells, and
+            # the name the host gives itself, for the report's grouping.
+            result = session.run(f"export {HOST_VARIABLE}={shlex.quote(run.host.name)}; "
+                                 "builtin printf '%s\\n' \"${HOSTNAME-}\"")
         except SessionError as err:
             run.status, run.error = UNREACHABLE, str(err)
-            return
+            return ""
         if self.record.interrupted.is_set():
             run.status, run.error = INTERRUPTED, "interrupted before the first cell started"
         elif result.exit_code != 0 or result.shell_lost:
             run.status = UNREACHABLE
             run.error = result.shell_lost or f"setting {HOST_VARIABLE} failed (exit {result.exit_code})"
+        return "".join(o.text for o in outputs.outputs if o.get("name") == "stdout").strip()
 
-    def _run_cells(self, run: HostRun, session: ShellSession, nb, outputs: list) -> None:
+    def _run_cells(self, run: HostRun, session: ShellSession, nb, outputs: list,
+                   names: list[str]) -> None:
         recorder = CellRecorder(run.host.name)
         interrupted = self.record.interrupted
         run.status = OK
@@ -319,6 +334,9 @@ class Fleet:
             if error is not None:
                 cell.outputs.append(_error_output(*error))
             recorder.on_cell_executed(cell, index, {"metadata": {METADATA_KEY: reply_metadata(result)}})
+            output = fingerprint(cell.outputs, names)
+            self.digests[run.host.name, index] = output.digest
+            self.samples.setdefault(output.digest, output.sample)
             done.record(cell.metadata[METADATA_KEY])
             done.state = _state(done, result, error is None, timed_out=fired.is_set(),
                                 interrupted=interrupted.is_set())
@@ -397,7 +415,7 @@ def run_fleet(options: FleetOptions, progress: TextIO | None = None,
     RunError (usage) is raised before anything runs on any host."""
     progress = sys.stderr if progress is None else progress
     report = sys.stdout if report is None else report
-    if not options.hosts:
+    if not options.hosts and options.shard is None:  # a shard's slice may be empty
         raise RunError("the host list is empty: give --hosts TARGETS or --inventory FILE")
     if options.jobs < 1:
         raise RunError(f"--jobs {options.jobs}: give at least 1")
@@ -412,6 +430,9 @@ def run_fleet(options: FleetOptions, progress: TextIO | None = None,
     events = Progress(progress, len(options.hosts), len(runnable_cells(nb)))
     fleet = Fleet(options, nb, events)
     events.begin(options.notebook, options.jobs)
+    if options.shard is not None:
+        events.note(f"shard {options.shard.label}: {len(options.hosts)} of "
+                    f"{len(options.shard.all_hosts)} hosts")
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, lambda *_: _on_sigint(fleet, events))
@@ -425,9 +446,10 @@ def run_fleet(options: FleetOptions, progress: TextIO | None = None,
     finished = datetime.datetime.now(datetime.timezone.utc)
     status = EXIT_INTERRUPTED if record.interrupted.is_set() else \
         EXIT_FAILED if any(run.status != OK for run in record.runs.values()) else EXIT_OK
-    summary = write_json(record, finished, status)
-    html = write_html(record, finished)
-    print_table(report, record, summary, html, finished)
+    data = summary(record, finished, status, fleet.digests, fleet.samples,
+                   shard_summary(options.shard, nb) if options.shard else None)
+    json_path, html_path = write_reports(data, options.output_dir)
+    print_table(report, data, json_path, html_path, (finished - record.started).total_seconds())
     return status
 
 

@@ -1,19 +1,23 @@
-"""What a fleet run tells: live progress on stderr (fleet.py's FleetEvents),
-summary.json, summary.html and the per-host table on stdout, all from its
-FleetRun (jobs.py)."""
+"""What a fleet run tells: live progress on stderr (fleet.py's FleetEvents);
+summary.json, made from its FleetRun (jobs.py) and the cells' output digests
+(fleet_drift.py); and summary.html and the table on stdout, made from
+summary.json's data alone, as `merge` (fleet_merge.py) makes them for shards."""
 
 from __future__ import annotations
 
+import datetime
 import html
 import json
 import os
 import threading
 import time
+from pathlib import Path
 from typing import TextIO
 
+from .fleet_drift import cell_groups
 from .jobs import (FAILED, HOST_STATUSES, INTERRUPTED, OK, UNREACHABLE, CellRun, FleetRun,
                    HostRun)
-from .notebook_job import print_columns, tally
+from .notebook_job import EXIT_INTERRUPTED, INJECTED_TAG, cell_label, print_columns, tally
 from .output_files import write_file
 
 #: Failures first in the table and the page.
@@ -130,31 +134,67 @@ def _one_line(text: str | None, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _ordered(fleet: FleetRun) -> list[HostRun]:
-    runs = list(fleet.runs.values())
-    return sorted(runs, key=lambda run: STATUS_ORDER.get(run.status, 0))
+def _ordered(hosts: dict[str, dict]) -> list[tuple[str, dict]]:
+    """summary.json's hosts, failures first."""
+    return sorted(hosts.items(), key=lambda item: STATUS_ORDER.get(item[1]["status"], 0))
+
+
+def cell_title(cell) -> str:
+    """A cell as the report titles it: its first comment line (shebang aside),
+    or else its first line."""
+    if INJECTED_TAG in cell.metadata.get("tags", []):
+        return cell_label(cell)
+    for line in cell.source.splitlines():
+        line = line.strip()
+        if line.startswith("#") and not line.startswith("#!") and line.strip("# "):
+            return _one_line(line.lstrip("#").strip(), 80)
+    return cell_label(cell, 80)
 
 
 # ------------------------------------------------------------- summary.json
-def summary(fleet: FleetRun, finished, exit_status: int) -> dict:
-    return {
+def summary(fleet: FleetRun, finished, exit_status: int, digests: dict[tuple[str, int], str],
+            samples: dict[str, str], shard: dict | None = None) -> dict:
+    """What the run did, as summary.json holds it; the page and the table
+    are made from this alone (as merge makes them from the shards')."""
+    hosts = {name: {"status": run.status, "error": run.error,
+                    "cells": [{"index": cell.index, "exit_code": cell.exit_code,
+                               "duration_s": cell.duration_s,
+                               "digest": digests.get((name, cell.index))}
+                              for cell in run.cells],
+                    "notebook": run.notebook_path.name if run.notebook_path else None,
+                    "duration_s": run.duration_s, "failed_cell": run.failed_cell,
+                    "stderr_tail": run.stderr_tail}
+             for name, run in fleet.runs.items()}
+    data = {
         "notebook": str(fleet.notebook),
         "started": fleet.started.isoformat(timespec="seconds"),
         "finished": finished.isoformat(timespec="seconds"),
         "parameters": dict(fleet.parameters),
         "exit_status": exit_status,
-        "hosts": {name: {"status": run.status, "error": run.error,
-                         "cells": [{"index": cell.index, "exit_code": cell.exit_code,
-                                    "duration_s": cell.duration_s} for cell in run.cells],
-                         "notebook": run.notebook_path.name if run.notebook_path else None}
-                  for name, run in fleet.runs.items()},
+        "stop_reason": fleet.stop_reason,
+        "hosts": hosts,
+        "cells": cells_summary([(index, cell_title(fleet.nb.cells[index])) for index in fleet.cells],
+                               hosts, samples),
     }
+    if shard is not None:
+        data["shard"] = shard
+    return data
 
 
-def write_json(fleet: FleetRun, finished, exit_status: int):
-    path = fleet.output_dir / "summary.json"
-    write_file(path, json.dumps(summary(fleet, finished, exit_status), indent=1) + "\n")
-    return path
+def cells_summary(cells: list[tuple[int, str]], hosts: dict[str, dict],
+                  samples: dict[str, str]) -> list[dict]:
+    """summary.json's "cells": each cell's title, counts and groups (fleet_drift.py)."""
+    titles = dict(cells)
+    return [{"index": cell["index"], "title": titles[cell["index"]], **cell}
+            for cell in cell_groups([index for index, _ in cells], hosts, samples)]
+
+
+def write_reports(data: dict, output_dir: Path) -> tuple[Path, Path]:
+    """summary.json and summary.html of data into output_dir."""
+    json_path, html_path = output_dir / "summary.json", output_dir / "summary.html"
+    write_file(json_path, json.dumps(data, indent=1) + "\n")
+    write_file(html_path, render_html(data))
+    return json_path, html_path
 
 
 # ------------------------------------------------------------- summary.html
@@ -177,83 +217,142 @@ pre { background: #f6f6f6; border: 1px solid #ddd; padding: 6px; overflow-x: aut
 """
 
 
-def render_html(fleet: FleetRun, finished) -> str:
+def render_html(data: dict) -> str:
     esc = html.escape
-    nb = fleet.nb
-    head = [f'<th class="cell" title="{esc(nb.cells[i].source[:200])}">cell {i}</th>'
-            for i in fleet.cells]
+    hosts, cells = data["hosts"], data["cells"]
+    head = [f'<th class="cell" title="{esc(cell["title"])}">cell {cell["index"]}</th>'
+            for cell in cells]
     rows = []
-    for run in _ordered(fleet):
-        done = {cell.index: cell for cell in run.cells}
+    for name, host in _ordered(hosts):
+        done = {cell["index"]: cell for cell in host["cells"]}
         squares = []
-        for index in fleet.cells:
+        for index in (cell["index"] for cell in cells):
             cell = done.get(index)
             if cell is None:
                 squares.append('<td class="cell not-run">&ndash;</td>')
                 continue
-            kind = "exit-ok" if cell.exit_code == 0 else \
-                "exit-interrupted" if run.status == INTERRUPTED and index == run.failed_cell \
-                else "exit-fail"
+            kind = "exit-ok" if cell["exit_code"] == 0 else \
+                "exit-interrupted" if host["status"] == INTERRUPTED \
+                and index == host["failed_cell"] else "exit-fail"
+            took = "" if cell["duration_s"] is None else f'<small>{cell["duration_s"]:.2f} s</small>'
             squares.append(f'<td class="cell {kind}" data-index="{index}" '
-                           f'data-exit="{cell.exit_code}">{cell.exit_code}'
-                           f'<small>{cell.duration_s:.2f} s</small></td>')
-        link = (f'<a href="{esc(run.notebook_path.name)}">{esc(run.host.name)}</a>'
-                if run.notebook_path else esc(run.host.name))
-        took = "" if run.duration_s is None else f"{run.duration_s:.2f} s"
-        rows.append(f'<tr data-host="{esc(run.host.name)}" data-status="{run.status}">'
+                           f'data-exit="{cell["exit_code"]}">{cell["exit_code"]}{took}</td>')
+        link = (f'<a href="{esc(host["notebook"])}">{esc(name)}</a>' if host["notebook"]
+                else esc(name))
+        took = "" if host["duration_s"] is None else f'{host["duration_s"]:.2f} s'
+        rows.append(f'<tr data-host="{esc(name)}" data-status="{host["status"]}">'
                     f'<td class="host">{link}</td>'
-                    f'<td class="status status-{run.status}">{run.status}</td>'
+                    f'<td class="status status-{host["status"]}">{host["status"]}</td>'
                     f'<td>{took}</td>{"".join(squares)}</tr>')
     details = []
-    for run in _ordered(fleet):
-        if run.status == OK:
+    for name, host in _ordered(hosts):
+        if host["status"] == OK:
             continue
-        parts = [f'<h3 id="host-{esc(run.host.name)}">{esc(run.host.name)}: {run.status}</h3>',
-                 f'<p class="error">{esc(run.error or "")}</p>']
-        if run.stderr_tail:
-            parts.append(f'<p>stderr of cell {run.failed_cell} (the end):</p>'
-                         f'<pre class="stderr">{esc(run.stderr_tail)}</pre>')
-        details.append(f'<section class="host-detail" data-host="{esc(run.host.name)}">'
+        parts = [f'<h3 id="host-{esc(name)}">{esc(name)}: {host["status"]}</h3>',
+                 f'<p class="error">{esc(host["error"] or "")}</p>']
+        if host["stderr_tail"]:
+            parts.append(f'<p>stderr of cell {host["failed_cell"]} (the end):</p>'
+                         f'<pre class="stderr">{esc(host["stderr_tail"])}</pre>')
+        details.append(f'<section class="host-detail" data-host="{esc(name)}">'
                        + "".join(parts) + "</section>")
-    statuses = tally((run.status for run in fleet.runs.values()), HOST_STATUSES)
-    title = f"{fleet.notebook.name} on {len(fleet.runs)} hosts"
+    statuses = tally((host["status"] for host in hosts.values()), HOST_STATUSES)
+    title = f"{Path(data['notebook']).name} on {len(hosts)} hosts"
+    started, finished = (_time(data[key]) for key in ("started", "finished"))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>{STYLE}</style></head>
 <body>
 <h1>{esc(title)}</h1>
-<p class="meta">{esc(str(fleet.notebook))}: started {fleet.started:%Y-%m-%d %H:%M:%S} UTC,
+<p class="meta">{esc(data["notebook"])}: started {started:%Y-%m-%d %H:%M:%S} UTC,
 finished {finished:%H:%M:%S} UTC. <span class="tally">{esc(statuses)}</span>.
-{esc(fleet.stop_reason or "")}</p>
+{esc(data["stop_reason"] or "")}</p>
 <table class="hosts">
 <thead><tr><th class="host">host</th><th>status</th><th>time</th>{"".join(head)}</tr></thead>
 <tbody>
 {chr(10).join(rows)}
 </tbody></table>
 {chr(10).join(details)}
+<h2>Cells: which hosts differ</h2>
+{chr(10).join(_html_cell(cell) for cell in cells)}
 </body></html>
 """
 
 
-def write_html(fleet: FleetRun, finished):
-    path = fleet.output_dir / "summary.html"
-    write_file(path, render_html(fleet, finished))
-    return path
+def _html_cell(cell: dict) -> str:
+    """One cell's counts and groups: hosts with the same output and exit status."""
+    esc = html.escape
+    groups = cell["groups"]
+    verdict = ("the same output on every host that ran it" if len(groups) == 1
+               else f"{len(groups)} different outputs" if groups else "run on no host")
+    rows = [f'<tr class="group" data-size="{len(group["hosts"])}" '
+            f'data-exit="{group["exit_code"]}" data-digest="{esc(group["digest"] or "")}">'
+            f'<td class="hosts"><details><summary>{_hosts(len(group["hosts"]))}</summary>'
+            f'{esc(", ".join(group["hosts"]))}</details></td>'
+            f'<td>{group["exit_code"]}</td><td><code>{esc((group["digest"] or "")[:8])}</code></td>'
+            f'<td class="sample"><pre>{esc(group["sample"])}</pre></td></tr>'
+            for group in groups]
+    table = ('<table class="groups"><thead><tr><th>hosts</th><th>exit</th><th>digest</th>'
+             f'<th>output (the start)</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+             if groups else "")
+    return (f'<section class="cell-groups" data-index="{cell["index"]}">'
+            f'<h3>cell {cell["index"]}: {esc(cell["title"])}</h3>'
+            f'<p class="counts">{esc(_counts(cell))}: {verdict}</p>{table}</section>')
+
+
+def _time(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text)
 
 
 # -------------------------------------------------------------- stdout table
-def print_table(out: TextIO, fleet: FleetRun, json_path, html_path, finished) -> None:
+NAMES_SHOWN = 10  # host names listed for a group on stdout
+SAMPLE_SHOWN = 60  # characters of a group's sample on stdout
+
+
+def print_table(out: TextIO, data: dict, json_path, html_path, took: float) -> None:
+    """The hosts (failures first), each cell's recap, the verdict and the files."""
+    hosts, cells = data["hosts"], data["cells"]
     rows = [("host", "status", "cells", "time", "error")]
-    for run in _ordered(fleet):
-        rows.append((run.host.name, run.status, f"{len(run.cells)}/{len(fleet.cells)}",
-                     "-" if run.duration_s is None else f"{run.duration_s:.2f} s",
-                     _one_line(run.error, 100)))
+    for name, host in _ordered(hosts):
+        rows.append((name, host["status"], f"{len(host['cells'])}/{len(cells)}",
+                     "-" if host["duration_s"] is None else f"{host['duration_s']:.2f} s",
+                     _one_line(host["error"], 100)))
     print_columns(out, rows, "llrr")
-    statuses = [run.status for run in fleet.runs.values()]
-    took = (finished - fleet.started).total_seconds()
-    verdict = "OK" if statuses.count(OK) == len(fleet.runs) else \
-        "INTERRUPTED" if fleet.interrupted.is_set() else "FAILED"
-    print(f"\n{verdict}: {len(fleet.runs)} hosts: {tally(statuses, HOST_STATUSES)}; "
+    print_recap(out, cells)
+    statuses = [host["status"] for host in hosts.values()]
+    verdict = "OK" if statuses.count(OK) == len(hosts) else \
+        "INTERRUPTED" if data["exit_status"] == EXIT_INTERRUPTED else "FAILED"
+    print(f"\n{verdict}: {len(hosts)} hosts: {tally(statuses, HOST_STATUSES)}; "
           f"{took:.1f} s", file=out)
-    print(f"wrote {fleet.output_dir}/<host>.ipynb, {json_path} and {html_path}",
+    print(f"wrote {json_path.parent}/<host>.ipynb, {json_path} and {html_path}",
           file=out, flush=True)
+
+
+def print_recap(out: TextIO, cells: list[dict]) -> None:
+    """Per cell: ok, failed and not run; and where the hosts' outputs differ,
+    each group: its size, digest, the start of its output, and the hosts of
+    all but the largest group."""
+    print("\ncells:", file=out)
+    width = max((len(str(cell["index"])) for cell in cells), default=1)
+    for cell in cells:
+        groups = cell["groups"]
+        differs = f"; {len(groups)} different outputs:" if len(groups) > 1 else ""
+        print(f"  cell {cell['index']:<{width}}  {_one_line(cell['title'], 50)}: "
+              f"{_counts(cell)}{differs}", file=out)
+        if len(groups) < 2:
+            continue
+        for number, group in enumerate(groups):
+            names = group["hosts"]
+            shown = "" if number == 0 else " (" + ", ".join(names[:NAMES_SHOWN]) + (
+                f", ... and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "") + ")"
+            status = "" if group["exit_code"] == 0 else f" exit {group['exit_code']}"
+            print(f"      {_hosts(len(names))}: {(group['digest'] or '')[:8]}{status} "
+                  f"{json.dumps(_one_line(group['sample'], SAMPLE_SHOWN))}{shown}", file=out)
+
+
+def _counts(cell: dict) -> str:
+    counts = [(cell["ok"], "ok"), (cell["failed"], "failed"), (cell["not_run"], "not run")]
+    return ", ".join(f"{number} {word}" for number, word in counts if number) or "no hosts"
+
+
+def _hosts(count: int) -> str:
+    return f"{count} host{'s' if count != 1 else ''}"

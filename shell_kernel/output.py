@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from .output_files import new_file
+
 # Frontends choke on NUL characters in text; show them as the control picture.
 _NUL_PICTURE = "\u2400"
 
@@ -309,11 +311,9 @@ class OutputLimit:
     def _open_spill(self) -> str:
         mb = self.limit / 1e6
         try:
-            self._spill_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             name = time.strftime("cell-%Y%m%d-%H%M%S-") + os.urandom(4).hex() + ".log"
+            self._file = new_file(self._spill_dir, name)
             self.spill_path = self._spill_dir / name
-            fd = os.open(self.spill_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            self._file = os.fdopen(fd, "wb")
             where = f"the rest of it is saved in {self.spill_path}"
         except OSError as err:
             self.spill_path = None

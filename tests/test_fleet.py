@@ -11,6 +11,7 @@ of their own, so that "nothing left on the host" can be checked there too.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
@@ -573,6 +574,64 @@ def test_hosts_whose_names_make_one_file_name_get_one_each(fleet, tmp_path, caps
         assert cell.outputs[0].text.startswith(f"on {host}\n1\n2\n")
         spilled = Path(cell.metadata.shell_kernel["output_file"])
         assert [p.name for p in (out_dir / f"{name}.output").iterdir()] == [spilled.name]
+
+
+# ------------------------------------------------------ where output goes
+NOBODY = 65534  # another user: the tests run as root, who may give files away
+
+
+def test_an_output_dir_others_control_is_refused(fleet, tmp_path, capsys):
+    """A directory of another user's (or one anyone may write to) once took
+    summary.json, summary.html and the host notebooks through symlinks
+    placed there, overwriting the files they named."""
+    notebook = write_notebook(tmp_path / "nb.ipynb", "echo hi")
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    theirs, shared = tmp_path / "theirs", tmp_path / "shared"
+    for directory in (theirs, shared):
+        directory.mkdir()
+        for name in ("summary.json", "summary.html", "web1.ipynb"):
+            (directory / name).symlink_to(victim)
+    os.chown(theirs, NOBODY, NOBODY)
+    shared.chmod(0o777)
+    logins = fleet.logins()
+    for out_dir, why in ((theirs, f"is owned by another user (uid {NOBODY})"),
+                         (shared, "is writable by other users")):
+        status, out, err = run_cli([notebook, "--hosts", "web1", "--ssh-config", fleet.config,
+                                    "--output-dir", out_dir], capsys)
+        assert status == EXIT_USAGE, out + err
+        assert f"error: --output-dir {out_dir}: {out_dir} {why}" in err
+        assert err.count("\n") == 1, err
+        assert victim.read_text() == "precious\n"
+    assert fleet.logins() == logins  # refused before any host was reached
+
+
+def test_output_replaces_symlinks_and_never_follows_them(fleet, tmp_path, capsys):
+    """In a directory of the user's own, a symlink left where an output
+    goes is replaced, and what it named is left alone; a spill directory
+    that is another user's symlink is not used."""
+    notebook = write_notebook(tmp_path / "nb.ipynb", "seq 2000", "echo done")
+    victim, elsewhere = tmp_path / "victim", tmp_path / "elsewhere"
+    victim.write_text("precious\n")
+    elsewhere.mkdir()
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    for name in ("summary.json", "summary.html", "web1.ipynb"):
+        (out_dir / name).symlink_to(victim)
+    (out_dir / "web1.output").symlink_to(elsewhere)
+    os.chown(out_dir / "web1.output", NOBODY, NOBODY, follow_symlinks=False)
+    status, out, err = run_cli([notebook, "--hosts", "web1", "--ssh-config", fleet.config,
+                                "--output-dir", out_dir, "--output-limit-mb", "0.001"], capsys)
+    assert status == EXIT_OK, out + err
+    assert victim.read_text() == "precious\n"
+    assert list(elsewhere.iterdir()) == []
+    for name in ("summary.json", "summary.html", "web1.ipynb"):
+        assert not (out_dir / name).is_symlink() and (out_dir / name).stat().st_size > 100
+    cell = nbformat.read(out_dir / "web1.ipynb", as_version=4).cells[0]
+    assert "the rest is discarded (could not create a file in" in cell.outputs[-1].text
+    assert f"web1.output is a symlink made by another user (uid {NOBODY})" in cell.outputs[-1].text
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "summary.html", "summary.json", "web1.ipynb", "web1.output"]  # no temporary left
 
 
 # ------------------------------------------------------ targets and errors# ------------------------------------------------------ targets and errors

@@ -193,6 +193,40 @@ def test_bad_timeout(tmp_path, capsys):
 
 
 # ------------------------------------------------------ runs on a kernel
+NOBODY = 65534  # another user: the tests run as root, who may give files away
+
+
+def test_an_output_in_a_directory_others_control_is_refused(tmp_path, capsys):
+    path = notebook("touch ran", path=tmp_path / "nb.ipynb")
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "out.ipynb").symlink_to(victim)
+    os.chown(theirs, NOBODY, NOBODY)
+    assert main(["run", str(path), "-o", str(theirs / "out.ipynb")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"error: -o {theirs / 'out.ipynb'}: {theirs} is owned by another user (uid {NOBODY})" \
+        in err and err.count("\n") == 1
+    assert victim.read_text() == "precious\n" and not (tmp_path / "ran").exists()
+
+
+@pytest.mark.timeout(120)
+def test_the_output_replaces_a_symlink_and_never_follows_it(jupyter_prefix, tmp_path):
+    path = notebook("echo hi", path=tmp_path / "nb.ipynb")
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "reports" / "nb.ipynb"
+    out.parent.mkdir()
+    out.symlink_to(victim)
+    result = cli([str(path), "-o", str(out)], tmp_path)
+    assert result.returncode == EXIT_OK, result.stdout + result.stderr
+    assert victim.read_text() == "precious\n"
+    assert not out.is_symlink()
+    assert nbformat.read(out, as_version=4).cells[0].outputs[0].text == "hi\n"
+    assert [p.name for p in out.parent.iterdir()] == ["nb.ipynb"]
+
+
 @pytest.mark.timeout(120)
 def test_a_failing_cell_stops_the_run(jupyter_prefix, tmp_path):
     out = tmp_path / "failed.ipynb"
