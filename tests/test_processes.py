@@ -227,6 +227,26 @@ def test_a_killed_kernel_leaves_no_shell_cell_or_state_behind(start_kernel):
         kill_markers("1000.151", "1000.152")
 
 
+def test_a_killed_kernel_leaves_nothing_that_left_the_shells_session(start_kernel):
+    """setsid and nohup setsid jobs lead sessions of their own, and a
+    double-forked daemon leaves the shell's tree too: they end with a
+    SIGKILLed kernel all the same (the README: everything dies at shutdown)."""
+    kernel = start_kernel()
+    markers = ("1000.181", "1000.182", "1000.183")
+    kernel.ok(f"setsid sleep {markers[0]} &\n"
+              f"nohup setsid sleep {markers[1]} >/dev/null 2>&1 &\n"
+              f"(setsid sh -c 'sleep {markers[2]} & exit' &)")
+    try:
+        assert wait_until(lambda: all(pids_matching(m) for m in markers), timeout=10)
+        daemon = pids_matching(markers[2])[0]
+        assert parent_of(daemon) != int(kernel.ok("echo $$")), "not a daemon: still the shell's child"
+        os.kill(kernel.pid, signal.SIGKILL)
+        for marker in markers:
+            assert wait_until(lambda: not pids_matching(marker), timeout=15), marker
+    finally:
+        kill_markers(*markers)
+
+
 def test_shell_and_cells_start_with_default_signal_dispositions(start_kernel):
     # As after `jupyter lab &` in a script: the kernel inherits SIGINT
     # ignored (and here also a blocked signal).

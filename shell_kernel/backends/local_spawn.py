@@ -19,6 +19,8 @@ from .. import shell
 
 GUARD_SCRIPT = shell.script("guard.sh")
 REAP_SCRIPT = shell.script("reap.sh")
+#: The environment variable that marks the local shell's processes (guard.sh).
+SESSION_MARK = "__shell_kernel_session"
 #: How long the end of a shell waits for bash to exit after end-of-file.
 END_WAIT_S = 2.0
 
@@ -71,24 +73,29 @@ class SpawnedShell:
         self._close_lock = threading.Lock()
         self._closed = False
         self.state_dir = make_state_dir((env or os.environ).get("TMPDIR") or "/tmp")
+        # In the environment of every process the shell starts, unless one
+        # clears it: how the guard finds those that left the shell's tree.
+        mark = os.urandom(8).hex()
+        env = with_launch_environment(env)
+        env[SESSION_MARK] = mark
         try:
             # A new session: terminal Ctrl-C aimed at the kernel never reaches
             # the shell, and the reaper can find double-forked daemons by sid.
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True, preexec_fn=default_signals,
-                env=with_launch_environment(env), bufsize=0)
+                start_new_session=True, preexec_fn=default_signals, env=env, bufsize=0)
         except BaseException:
             self._remove_state_dir()
             raise
         try:
             # Its own session too, so that a kill of the kernel's process
-            # group (jupyter_client's) does not take the guard with it.
+            # group (jupyter_client's) does not take the guard with it. It
+            # holds the shell's input open (see guard.sh).
             self.guard: subprocess.Popen | None = subprocess.Popen(
                 ["/bin/sh", "-c", GUARD_SCRIPT, "shell_kernel", REAP_SCRIPT,
-                 str(self.proc.pid), self.state_dir or ""],
+                 str(self.proc.pid), self.state_dir or "", mark],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True)
+                start_new_session=True, pass_fds=(self.proc.stdin.fileno(),))
         except BaseException:
             self.guard = None
             self.close()
