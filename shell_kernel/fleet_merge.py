@@ -21,6 +21,7 @@ from typing import TextIO
 from .fleet_report import cells_summary, print_table, write_reports
 from .jobs import OK, SKIPPED
 from .notebook_job import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunError
+from .output_files import UnsafeOutput, check_dir, new_file, write_file
 
 
 KEYS = ("notebook", "started", "finished", "parameters", "exit_status", "stop_reason", "hosts",
@@ -104,6 +105,20 @@ def merged(shards: dict[Path, dict]) -> dict:
     }
 
 
+def copy_host_files(directory: Path, notebook: str, out: Path) -> None:
+    """A host's notebook, and the output it spilled (DIR/<host>.output/), into out."""
+    write_file(out / notebook, (directory / notebook).read_bytes())
+    spilled = directory / (Path(notebook).stem + ".output")
+    if not spilled.is_dir():
+        return
+    for source in spilled.iterdir():
+        target = out / spilled.name / source.name
+        if target.is_symlink() or target.exists():
+            target.unlink()  # a link goes, not what it names
+        with open(source, "rb") as reading, new_file(target.parent, target.name) as writing:
+            shutil.copyfileobj(reading, writing)
+
+
 def merge(directories: list[Path], out: Path, report: TextIO | None = None) -> int:
     """Check, merge, write OUT; 0 if every host of the merged run is ok, else 1."""
     report = sys.stdout if report is None else report
@@ -115,18 +130,21 @@ def merge(directories: list[Path], out: Path, report: TextIO | None = None) -> i
     check(shards)
     if out.resolve() in (directory.resolve() for directory in shards):
         raise RunError(f"-o {out}: that is one of the shards' directories; give a new one")
-    if out.exists() and not out.is_dir():
-        raise RunError(f"-o {out}: a file is there, not a directory; give another directory")
-    data = merged(shards)
-    out.mkdir(parents=True, exist_ok=True)
     for directory, shard in shards.items():
-        for host in shard["hosts"].values():
-            if host["notebook"]:
-                shutil.copy2(directory / host["notebook"], out / host["notebook"])
-                spilled = directory / (Path(host["notebook"]).stem + ".output")
-                if spilled.is_dir():
-                    shutil.copytree(spilled, out / spilled.name, dirs_exist_ok=True)
-    json_path, html_path = write_reports(data, out)
+        for name, host in shard["hosts"].items():
+            if host["notebook"] and not (directory / host["notebook"]).is_file():
+                raise RunError(f"{directory}/{host['notebook']} (host {name}'s notebook) is "
+                               "missing; give the shard's directory as its run left it")
+    data = merged(shards)
+    try:
+        check_dir(out)
+        for directory, shard in shards.items():
+            for host in shard["hosts"].values():
+                if host["notebook"]:
+                    copy_host_files(directory, host["notebook"], out)
+        json_path, html_path = write_reports(data, out)
+    except UnsafeOutput as err:
+        raise RunError(f"-o {out}: {err}") from None
     took = (datetime.datetime.fromisoformat(data["finished"])
             - datetime.datetime.fromisoformat(data["started"])).total_seconds()
     print_table(report, data, json_path, html_path, took)
