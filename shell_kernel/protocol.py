@@ -4,7 +4,7 @@ What goes in: one line that evals the cell (quoted as a bash ANSI-C string,
 so any byte is safe and the cell is always a single line), then one line
 that runs the post hook. What comes out: the user's bytes on two streams,
 with frames `\\036\\037<token>\\037<kind>\\037<field>...\\037\\036` that the
-session's bash code writes (see shell/session.bash).
+session's bash code writes (see shell/frame.bash), each field %-escaped.
 """
 
 from __future__ import annotations
@@ -18,8 +18,12 @@ from . import shell
 FRAME_START = b"\x1e\x1f"
 FRAME_END = b"\x1f\x1e"
 FIELD_SEP = b"\x1f"
-# A frame is short; anything longer after a start marker is user data.
-MAX_FRAME = 8192
+# A frame is short (its longest field is a working directory); one longer
+# than this is not read, and ends its cell with an error (see EndFrame.unread).
+MAX_FRAME = 64 << 10
+# What shell/frame.bash escapes in a field: % and the bytes that frame a
+# frame, a newline and a carriage return, as %XX.
+_ESCAPE = re.compile(rb"%(?:([0-9A-F]{2})|)")
 
 STREAMS = ("stdout", "stderr")
 
@@ -229,6 +233,9 @@ class EndFrame:
     cwd: str | None = None
     line: int | None = None
     command: str | None = None
+    #: Why the frame could not be read in full ("" when it was): the cell
+    #: ends all the same, with its status if that much was read.
+    unread: str = ""
 
 
 @dataclass(frozen=True)
@@ -302,29 +309,40 @@ class BarrierFrame:
 
 @dataclass(frozen=True)
 class UnknownFrame:
-    """A frame with our token that no kind here matches: a bug, logged."""
+    """A frame with our token that no kind here matches, or that could not
+    be read (why: `unread`): a bug, logged."""
     stream: str
     fields: tuple
+    unread: str = ""
 
 
 Frame = Union[ReadyFrame, EndFrame, DisplayFrame, ReplyFrame, TtyFrame, ReadingFrame,
               ReadDoneFrame, LookedFrame, BarrierFrame, UnknownFrame]
 
 
-def parse_frame(stream: str, fields: list) -> Frame:
-    """The typed value of one frame's fields."""
+def parse_frame(stream: str, fields: list, unread: str = "") -> Frame:
+    """The typed value of one frame's fields. unread: why the fields are not
+    all there, or not as written (see FrameScanner): only an end frame is
+    made of them then, which ends its cell (see EndFrame.unread)."""
     kind, rest = fields[0], fields[1:]
+    if unread:
+        if kind == "end" and rest and rest[0].isdigit():
+            status = _int_or_none(rest[1]) if len(rest) > 1 else None
+            return EndFrame(stream, int(rest[0]), status, unread=unread)
+        return UnknownFrame(stream, tuple(fields), unread)
     if kind == "ready" and len(rest) in (0, 4):
         if not rest:
             return ReadyFrame(stream)
         return ReadyFrame(stream, _int_or_none(rest[0]), *rest[1:])
-    if kind == "end" and len(rest) in (1, 3, 5) and rest[0].isdigit():
+    if kind == "end" and rest and rest[0].isdigit():
         if len(rest) == 1:
             return EndFrame(stream, int(rest[0]))
         status = _int_or_none(rest[1])
+        if len(rest) not in (3, 5) or status is None:
+            return EndFrame(stream, int(rest[0]), status,
+                            unread=f"{len(rest) + 1} fields, status {rest[1]!r}")
         line, command = (_int_or_none(rest[3]), rest[4] or None) if len(rest) == 5 else (None, None)
-        return EndFrame(stream, int(rest[0]), 1 if status is None else status, rest[2],
-                        line, command)
+        return EndFrame(stream, int(rest[0]), status, rest[2], line, command)
     if kind == "barrier" and len(rest) == 1:
         return BarrierFrame(stream, rest[0])
     if kind == "display" and len(rest) == 3 and _is_payload(rest[2]):
@@ -345,6 +363,17 @@ def parse_frame(stream: str, fields: list) -> Frame:
     return UnknownFrame(stream, tuple(fields))
 
 
+def unread_end_notice(frame: EndFrame) -> str:
+    """What the user is told of a cell whose end frame could not be read
+    (EndFrame.unread): the cell ends all the same."""
+    status = (f"is {frame.status}" if frame.status is not None
+              else "is not known (reported as 1)")
+    return (f"[shell_kernel] The shell's report of this cell's end could not be read "
+            f"({frame.unread}): its exit status {status}; its working directory and "
+            "failing command are not known. The shell keeps what the cell did: the next "
+            "cell runs as usual.\n")
+
+
 def _is_payload(name: str) -> bool:
     """A payload file's name as session.bash makes it: nothing that could leave the directory."""
     return re.fullmatch(r"payload\.\d+\.\d+", name) is not None
@@ -362,18 +391,26 @@ class FrameScanner:
 
     feed() returns user data as bytes and frames as typed values (parse_frame),
     in order. A possible frame split across reads is held back until it completes.
+    A frame is never shown as data (it holds the token): one cut short (a
+    frame's start comes before its end), longer than MAX_FRAME or with a bad
+    escape is parsed as far as it goes, marked unread.
     """
 
     def __init__(self, token: str, stream: str = "stdout"):
         self._head = FRAME_START + token.encode() + FIELD_SEP
         self._stream = stream
         self._pending = b""
+        self._skipping = False  # inside a frame over MAX_FRAME, reported already
 
     def feed(self, data: bytes) -> list[bytes | Frame]:
         events: list[bytes | Frame] = []
         buf = self._pending + data
         self._pending = b""
         start = 0
+        if self._skipping:
+            start = self._skip(buf)
+            if start < 0:
+                return events
         while True:
             at = buf.find(self._head, start)
             if at < 0:
@@ -384,28 +421,71 @@ class FrameScanner:
                 if start < len(buf):
                     events.append(buf[start:])
                 return events
-            end = buf.find(FRAME_END, at + len(self._head))
-            if end < 0:
-                if len(buf) - at > MAX_FRAME:
-                    # Not a frame after all: release it as data.
-                    events.append(buf[start: at + len(self._head)])
-                    start = at + len(self._head)
-                    continue
-                if at > start:
-                    events.append(buf[start:at])
-                self._pending = buf[at:]
-                return events
             if at > start:
                 events.append(buf[start:at])
-            fields = [f.decode("utf-8", "surrogateescape")
-                      for f in buf[at + len(self._head): end].split(FIELD_SEP)]
+            body = at + len(self._head)
+            end = buf.find(FRAME_END, body)
+            cut = buf.find(FRAME_START, body, None if end < 0 else end)
+            if cut >= 0:  # a frame starts before this one ends
+                events.append(self._frame(buf[body:cut], "cut short"))
+                start = cut
+                continue
+            if end < 0 and len(buf) - body <= MAX_FRAME:
+                self._pending = buf[at:]
+                return events
+            if end < 0 or end - body > MAX_FRAME:
+                events.append(self._frame(buf[body: body + MAX_FRAME],
+                                          f"longer than {MAX_FRAME} bytes"))
+                start = self._skip(buf, body + MAX_FRAME)
+                if start < 0:
+                    return events
+                continue
             start = end + len(FRAME_END)
-            events.append(parse_frame(self._stream, fields))
+            events.append(self._frame(buf[body:end]))
+
+    def _frame(self, body: bytes, unread: str = "") -> Frame:
+        fields = []
+        for field in body.split(FIELD_SEP):
+            if b"%" in field:
+                field, bad = _unescape(field)
+                if bad and not unread:
+                    unread = "a bad escape"
+            fields.append(field.decode("utf-8", "surrogateescape"))
+        return parse_frame(self._stream, fields, unread)
+
+    def _skip(self, buf: bytes, start: int = 0) -> int:
+        """Past the rest of a frame over MAX_FRAME: where what follows it
+        starts in buf (its end, or the next frame's start), or -1 when buf
+        ends first (kept: the next feed goes on skipping)."""
+        end, cut = buf.find(FRAME_END, start), buf.find(FRAME_START, start)
+        found = [at for at in (end + len(FRAME_END) if end >= 0 else -1, cut) if at >= 0]
+        self._skipping = not found
+        if found:
+            return min(found)
+        # (A last byte that may begin either.)
+        self._pending = buf[-1:] if buf[-1:] in (FRAME_END[:1], FRAME_START[:1]) else b""
+        return -1
 
     def flush(self) -> bytes:
         """Whatever is held back, as data (the stream ended)."""
         data, self._pending = self._pending, b""
+        if self._skipping or data.startswith(self._head):
+            data = b""  # part of a frame: its token is never shown
+        self._skipping = False
         return data
+
+
+def _unescape(field: bytes) -> tuple[bytes, bool]:
+    """A field as frame.bash was given it; True if an escape was bad."""
+    bad = []
+
+    def byte(match: re.Match) -> bytes:
+        if match.group(1) is None:
+            bad.append(match.group())
+            return match.group()
+        return bytes([int(match.group(1), 16)])
+
+    return _ESCAPE.sub(byte, field), bool(bad)
 
 
 def _partial_suffix(buf: bytes, marker: bytes, start: int) -> int:

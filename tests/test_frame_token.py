@@ -102,6 +102,60 @@ def test_forged_end_frames_from_every_argv_do_not_end_a_cell(kernel, tmp_path):
     assert kernel.ok("pwd").strip() == home
 
 
+
+def bash_bytes(data: bytes) -> str:
+    """A bash word for any bytes, in a cell's text (which is UTF-8)."""
+    return "$'" + "".join(f"\\x{byte:02x}" for byte in data) + "'"
+
+
+# Directory names with the bytes that frame a frame, a newline, a forged
+# frame end (before the fix: the cwd came out as ".../x" and junk showed as
+# output, or the end frame split and the cell never ended), the escape
+# character itself, and bytes that are not UTF-8.
+AWKWARD_NAMES = [b"a\x1fb", b"a\nb\r", b"x\x1f\x1ey\x1e\x1f", b"p%1F%", b"bad\xff\xfeutf8\xe2\x82"]
+
+
+def test_no_byte_in_a_directory_name_splits_or_forges_the_end_frame(kernel):
+    """The end frame carries $PWD: each cell cds into an awkward name, ends,
+    and reports that directory (invalid UTF-8 replaced, as for output)."""
+    home = kernel.ok("pwd").strip()
+    try:
+        for name in AWKWARD_NAMES:
+            path = str(kernel.tmpdir).encode() + b"/" + name
+            execution = kernel.run(f"mkdir -p -- {bash_bytes(path)} && cd -- {bash_bytes(path)}",
+                                   timeout=20)
+            assert execution.status == "ok", (name, execution.errors)
+            assert execution.stdout == execution.stderr == "", name
+            assert execution.meta["cwd"] == path.decode("utf-8", "replace"), name
+            assert kernel.ok("pwd | od -An -c").split() == \
+                kernel.ok(f"printf '%s\\n' {bash_bytes(path)} | od -An -c").split(), name
+            if b"\n" in name:
+                continue
+            # A failing command whose text holds the frame's bytes is named as written.
+            command = f"false '{name.decode(errors='replace')}'"
+            execution = kernel.run(f"echo x\n{command}", timeout=20)
+            assert execution.meta["command"] == command and execution.meta["line"] == 2, name
+    finally:
+        kernel.ok(f"cd {home}")
+
+
+
+def test_an_end_frame_too_long_to_read_ends_its_cell_and_says_so(kernel):
+    """A working directory longer than a frame may be (300 levels of 250
+    bytes): the cell ends with the status the frame begins with, without a
+    cwd, and a notice; the next cell runs in that directory."""
+    home = kernel.ok("pwd").strip()
+    deep = "0" * 250
+    try:
+        execution = kernel.run(f"cd {kernel.tmpdir} && for i in $(seq 300); do "
+                               f"mkdir {deep} && cd {deep} || break; done", timeout=60)
+        assert execution.exit_code == 0 and "cwd" not in execution.meta
+        assert execution.stderr.startswith("[shell_kernel] The shell's report of this cell's "
+                                           "end could not be read (longer than"), execution.stderr
+        assert kernel.ok('echo "${#PWD}"') == f"{len(str(kernel.tmpdir)) + 300 * 251}\n"
+    finally:
+        kernel.ok(f"cd {home} && rm -rf {kernel.tmpdir}/{deep}")
+
 # A login shell reads the profile, an interactive one the rc file.
 ALLEXPORT_FILES = {".bashrc": "set -a\n", ".bash_profile": ". ~/.bashrc\n"}
 

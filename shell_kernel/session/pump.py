@@ -223,7 +223,13 @@ class Pump:
         cell = self.cell
         if cell is None or frame.seq != cell.seq:
             return  # the repeat of an earlier cell's end, after an interrupt
-        if frame.stream == "stdout" and frame.status is not None:
+        if frame.unread:
+            log.error("cell %d: its end frame on %s could not be read: %s",
+                      frame.seq, frame.stream, frame.unread)
+        if frame.unread and frame.stream == "stdout":
+            cell.status = frame.status
+            self._coalescer.add("stderr", protocol.unread_end_notice(frame))
+        elif frame.stream == "stdout" and frame.status is not None:
             cell.status, cell.cwd = frame.status, frame.cwd
             cell.failed = (frame.line, frame.command)
         noise = self._keeper.noise

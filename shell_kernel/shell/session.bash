@@ -379,7 +379,7 @@ __shell_kernel_failure() {
     done
   fi
   __shell_kernel_why_line=$(( __shell_kernel_failed[1] - ${__shell_kernel_line:-0} + 1 ))
-  __shell_kernel_why_command=${command//[$'\036\037']/ }
+  __shell_kernel_why_command=$command  # (frame.bash escapes it)
 }
 
 # Seconds since the epoch, in $__shell_kernel_time: printf's %(%s)T, which bash 4.2 added, else date.

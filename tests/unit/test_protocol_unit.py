@@ -1,5 +1,6 @@
 """Pure logic of the protocol and output layers (no kernel)."""
 
+import os
 import subprocess
 
 import pytest
@@ -7,6 +8,8 @@ import pytest
 from shell_kernel import protocol, shell
 from shell_kernel.output import Coalescer, OutputLimit, StreamDecoder
 
+# The bash that the suite names (see tests/conftest.py), else bash on PATH.
+TEST_BASH = os.environ.get("SHELL_KERNEL_TEST_BASH") or "bash"
 TOKEN = "0123456789abcdef"
 FRAME = b"\x1e\x1f" + TOKEN.encode() + b"\x1fend\x1f7\x1f0\x1f/tmp\x1f\x1e"
 
@@ -34,14 +37,62 @@ def test_frame_scanner_finds_frames_split_anywhere(cut):
         ("data", b"after\x1e")]
 
 
-def test_frame_scanner_ignores_other_tokens_and_overlong_frames():
+def test_frame_scanner_ignores_other_tokens():
     scanner = protocol.FrameScanner(TOKEN)
     fake = b"\x1e\x1fffffffffffffffff\x1fend\x1f1\x1f\x1e"
     assert b"".join(scanner.feed(fake)) + scanner.flush() == fake
-    head = b"\x1e\x1f" + TOKEN.encode() + b"\x1f"
-    flood = head + b"x" * (protocol.MAX_FRAME + 10)
-    events = scanner.feed(flood)
-    assert b"".join(e for e in events if isinstance(e, bytes)) + scanner.flush() == flood
+
+
+def frames_and_data(scanner, *pieces):
+    events = [event for piece in pieces for event in scanner.feed(piece)]
+    data = b"".join(event for event in events if isinstance(event, bytes)) + scanner.flush()
+    return [event for event in events if not isinstance(event, bytes)], data
+
+
+HEAD = b"\x1e\x1f" + TOKEN.encode() + b"\x1f"
+
+
+@pytest.mark.parametrize("pieces", [1, 3, 1000])
+def test_an_overlong_frame_ends_its_cell_unread_and_shows_nothing(pieces):
+    """A working directory longer than a frame may be: the end frame is
+    reported unread with the status it carries (the cell ends), its bytes
+    (and the token in them) are never shown, and what follows is found."""
+    frame = HEAD + b"end\x1f7\x1f3\x1f/" + b"d" * (protocol.MAX_FRAME + 10) + b"\x1f\x1e"
+    data = b"before" + frame + b"after" + HEAD + b"end\x1f8\x1f\x1e"
+    size = -(-len(data) // pieces)
+    frames, shown = frames_and_data(protocol.FrameScanner(TOKEN),
+                                    *(data[i:i + size] for i in range(0, len(data), size)))
+    assert frames == [protocol.EndFrame("stdout", 7, 3, unread=f"longer than {protocol.MAX_FRAME} bytes"),
+                      protocol.EndFrame("stdout", 8)]
+    assert shown == b"beforeafter"
+
+
+def test_a_frame_cut_short_by_the_next_is_unread_and_the_next_is_read():
+    frames, shown = frames_and_data(protocol.FrameScanner(TOKEN),
+                                    b"a" + HEAD + b"end\x1f7\x1f0\x1f/x", b"b" + HEAD,
+                                    b"end\x1f7\x1f\x1e" + b"c")
+    assert frames == [protocol.EndFrame("stdout", 7, 0, unread="cut short"),
+                      protocol.EndFrame("stdout", 7)]
+    assert shown == b"ac"
+
+
+def test_a_frame_the_stream_ends_in_is_never_shown():
+    frames, shown = frames_and_data(protocol.FrameScanner(TOKEN), b"a" + HEAD + b"end\x1f7")
+    assert frames == [] and shown == b"a"
+
+
+def test_frame_fields_are_unescaped_and_a_bad_escape_leaves_the_frame_unread():
+    scanner = protocol.FrameScanner(TOKEN)
+    [good, bad, short] = scanner.feed(
+        HEAD + b"end\x1f4\x1f0\x1f/a%1Fb%1E%0A%0D%25%FF\xff\x1f\x1f\x1f\x1e"
+        + HEAD + b"end\x1f5\x1f1\x1f/100%\x1f\x1f\x1f\x1e"
+        + HEAD + b"end\x1f6\x1f2\x1f\x1e")
+    assert good == protocol.EndFrame("stdout", 4, 0, "/a\x1fb\x1e\n\r%\udcff\udcff")
+    assert bad == protocol.EndFrame("stdout", 5, 1, unread="a bad escape")
+    # An end frame with a field too few ends its cell all the same.
+    assert short.seq == 6 and short.status == 2 and short.cwd is None and short.unread
+    assert "is 2" in protocol.unread_end_notice(short)
+    assert "not known" in protocol.unread_end_notice(protocol.EndFrame("stdout", 6, None, unread="x"))
 
 
 @pytest.mark.parametrize("text", [
@@ -133,11 +184,33 @@ __shell_kernel_frame "$1" end 7 0 '/a, b*' '' 'x%s\n%y'
 __shell_kernel_frame "$1" ready
 __shell_kernel_frame -l "$1" done 12 3
 """
-    done = subprocess.run(["bash", "-c", script, "bash", TOKEN], capture_output=True)
+    done = subprocess.run([TEST_BASH, "-c", script, "bash", TOKEN], capture_output=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == (frame_bytes(TOKEN, "end", "7", "0", "/a, b*", "", "x%s\\n%y")
+    assert done.stdout == (frame_bytes(TOKEN, "end", "7", "0", "/a, b*", "", "x%25s\\n%25y")
                            + frame_bytes(TOKEN, "ready") + frame_bytes(TOKEN, "done", "12", "3")
                            + b"\n")
+
+
+# Every byte but NUL, the frame's own bytes next to each other and to the
+# escape character, a forged frame, bytes that are not UTF-8.
+AWKWARD_FIELDS = [bytes(range(1, 256)), b"\x1f\x1e\x1e\x1f", b"%%1F%", b"\n\r\n",
+                  b"\x1e\x1f" + TOKEN.encode() + b"\x1fend\x1f9\x1f0\x1f/forged\x1f\x1e",
+                  b"\xff\xfe\xe2\x82", b"", b"%"]
+
+
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
+def test_any_bytes_in_a_field_come_back_as_they_were(locale):
+    """frame.bash escapes, the scanner unescapes: in the bash the suite names
+    (SHELL_KERNEL_TEST_BASH: 3.2, 4.2), in a byte and a UTF-8 locale."""
+    script = shell.script("frame.bash") + 'IFS= read -r -d "" data; __shell_kernel_frame "$1" end 7 0 "$data" 3 "$data"'
+    for field in AWKWARD_FIELDS:
+        done = subprocess.run([TEST_BASH, "-c", script, "bash", TOKEN], input=field + b"\0",
+                              capture_output=True, env={**os.environ, "LC_ALL": locale})
+        assert done.returncode == 0, done.stderr
+        assert b"\n" not in done.stdout and done.stdout.count(protocol.FRAME_END) == 1
+        [frame] = protocol.FrameScanner(TOKEN).feed(done.stdout)
+        text = field.decode("utf-8", "surrogateescape")
+        assert frame == protocol.EndFrame("stdout", 7, 0, text, 3, text or None), field
 
 
 def test_display_and_reply_frames_name_their_payload():
