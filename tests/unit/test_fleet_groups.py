@@ -30,6 +30,8 @@ def test_a_name_inside_another_word_is_not_the_hosts_name():
     normal = normalizer(own_names("web1"))
     assert normal("web1 web17 my-web1 web1_x web1.log /srv/web1/") == \
         f"{PLACEHOLDER} web17 my-web1 web1_x {PLACEHOLDER}.log /srv/{PLACEHOLDER}/"
+    assert [normal(text) for text in ("web1", "web1\n", "xweb1", "web1x", "-web1")] == \
+        [PLACEHOLDER, f"{PLACEHOLDER}\n", "xweb1", "web1x", "-web1"]
     # another host's name stays: web1 printing web2 differs from web2 printing web1
     assert fingerprint([stream("stdout", "web2")], own_names("web1")) != \
         fingerprint([stream("stdout", "web1")], own_names("web2"))
