@@ -167,7 +167,8 @@ OPTIONS: tuple[KernelOption, ...] = (
                  "seconds between SIGINT and SIGTERM/SIGKILL on interrupt",
                  SHELL_GROUP, positive, "S"),
     KernelOption("output_limit_mb", 64.0,
-                 "output of one cell sent to the notebook before the rest goes to a file",
+                 "output of one cell (displays included) sent to the notebook before the "
+                 "rest goes to files",
                  SHELL_GROUP, positive, "MB"),
     KernelOption("spill_dir", "shell_kernel_output",
                  "where output past the limit is saved, relative to the kernel's "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import mimetypes
 import os
 import re
 import time
@@ -279,44 +280,76 @@ class Coalescer:
 class OutputLimit:
     """Caps how much of one cell's output goes to the frontend.
 
-    Past `limit` bytes, the rest of the cell's output is written to a file
-    (mode 0600) in `spill_dir`, and the frontend gets one notice naming it.
-    Kernel memory stays bounded either way: output is streamed, not kept.
+    Streams and displays count alike. Past `limit` bytes, the rest of the
+    cell's stream output is written to a file (mode 0600) in `spill_dir`,
+    and each later display to a file of its own beside it; the frontend
+    gets a notice naming each. Kernel memory stays bounded either way:
+    output is streamed, not kept.
     """
 
     def __init__(self, limit: int, spill_dir: Path):
         self.limit = limit
         self._spill_dir = spill_dir
         self._sent = 0
+        self._full = False  # past the limit: everything after goes to files
+        self._stem: str | None = None  # the cell's files' names start so
+        self._displays = 0  # displays saved
         self._file = None
+        self._spill_tried = False
         self.spill_path: Path | None = None
         self.spilled = 0
 
     def admit(self, data: bytes) -> tuple[bytes, str | None]:
         """Split data into the part to show and, once, a notice to show."""
         room = self.limit - self._sent
-        if room >= len(data) and self._file is None:
+        if room >= len(data) and not self._full:
             self._sent += len(data)
             return data, None
-        shown, rest = data[: max(room, 0)], data[max(room, 0):]
+        shown, rest = (data[: max(room, 0)], data[max(room, 0):]) if not self._full else (b"", data)
         self._sent += len(shown)
+        self._full = True
         notice = None
-        if self._file is None:
+        if not self._spill_tried:  # once: a file that could not be made is not tried again
+            self._spill_tried = True
             notice = self._open_spill()
         if self._file is not None:
             self._file.write(rest)
         self.spilled += len(rest)
         return shown, notice
 
+    def admit_display(self, mime: str, data: bytes) -> str | None:
+        """None: show the display. Else it would pass the limit (or the cell
+        is past it): it is saved to a file instead, and this notice says where."""
+        if len(data) <= self.limit - self._sent and not self._full:
+            self._sent += len(data)
+            return None
+        self._full = True
+        self._displays += 1
+        extension = mimetypes.guess_extension(mime or sniff_mime(data) or "") or ".data"
+        name = f"{self._name()}-display-{self._displays}{extension}"
+        try:
+            with new_file(self._spill_dir, name) as file:
+                file.write(data)
+            where = f"is saved in {self._spill_dir / name}"
+        except OSError as err:
+            where = f"is discarded (could not create a file in {self._spill_dir}: {err})"
+        return (f"\n[shell_kernel] A display of {_megabytes(len(data))} would take this cell "
+                f"past its output limit of {self.limit / 1e6:g} MB; it is not shown, and {where}.\n")
+
+    def _name(self) -> str:
+        """What the names of the cell's files start with."""
+        if self._stem is None:
+            self._stem = time.strftime("cell-%Y%m%d-%H%M%S-") + os.urandom(4).hex()
+        return self._stem
+
     def _open_spill(self) -> str:
         mb = self.limit / 1e6
+        name = self._name() + ".log"
         try:
-            name = time.strftime("cell-%Y%m%d-%H%M%S-") + os.urandom(4).hex() + ".log"
             self._file = new_file(self._spill_dir, name)
             self.spill_path = self._spill_dir / name
             where = f"the rest of it is saved in {self.spill_path}"
         except OSError as err:
-            self.spill_path = None
             where = f"the rest is discarded (could not create a file in {self._spill_dir}: {err})"
         return (f"\n[shell_kernel] This cell printed more than {mb:g} MB; "
                 f"output stops here and {where}.\n")
@@ -325,6 +358,10 @@ class OutputLimit:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1e6:.3g} MB"
 
 
 class ScreenClears:

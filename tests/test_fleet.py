@@ -542,6 +542,28 @@ def test_memory_does_not_grow_with_output(fleet, tmp_path):
     assert peak_mb < 150, f"the runner's peak RSS was {peak_mb} MB"
 
 
+def test_displays_count_against_the_output_limit(fleet, tmp_path, capsys):
+    """Five 3 MB displays made a 20 MB host notebook past the 1 MB limit."""
+    notebook = write_notebook(
+        tmp_path / "nb.ipynb",
+        "for i in 1 2 3 4 5; do head -c 3000000 /dev/zero | tr '\\0' \"$i\" | display; done",
+        "echo small | display; echo next")
+    out_dir = tmp_path / "out"
+    status, out, err = run_cli([notebook, "--hosts", "web1", "--ssh-config", fleet.config,
+                                "--output-dir", out_dir], capsys)
+    assert status == EXIT_OK, out + err
+    assert (out_dir / "web1.ipynb").stat().st_size < 100_000
+    cells = nbformat.read(out_dir / "web1.ipynb", as_version=4).cells
+    assert [o.output_type for o in cells[0].outputs] == ["stream"]
+    saved = re.findall(r"saved in (\S+)\.\n", cells[0].outputs[0].text)
+    assert len(saved) == 5
+    for number, path in zip("12345", saved):
+        assert Path(path).parent == (out_dir / "web1.output").absolute()
+        assert Path(path).read_text() == number * 3_000_000
+    # The next cell has a limit of its own.
+    assert [o.output_type for o in cells[1].outputs] == ["display_data", "stream"]
+
+
 def test_every_host_gets_files_of_its_own():
     assert file_names(["fh1:2222", "fh1_2222"]) == {"fh1_2222": "fh1_2222", "fh1:2222": "fh1_2222-2"}
     assert file_names(["a:b", "a_b-2", "a_b", "A_B"]) == {

@@ -99,6 +99,41 @@ def test_huge_output_is_capped_spilled_to_a_file_and_memory_stays_bounded(start_
     assert peak[0] < 200_000, f"kernel RSS peaked at {peak[0]} kB"
 
 
+DISPLAY_BYTES = 3_000_000
+
+
+def _big_displays(count: int) -> str:
+    """A cell that displays count texts of DISPLAY_BYTES each, then prints."""
+    return (f"for i in $(seq {count}); do head -c {DISPLAY_BYTES} /dev/zero | tr '\\0' \"$i\" "
+            "| display --mime text/plain; done; echo after")
+
+
+@pytest.mark.parametrize("where", ["local", "ssh"])
+def test_displays_count_against_the_output_limit(where, start_kernel, ssh_kernel, sshd, tmp_path):
+    """Five 3 MB displays once made a 20 MB notebook past a 1 MB limit: a
+    display went to the frontend whatever the cell had sent before."""
+    kernel = (start_kernel("shell-test-limit") if where == "local" else
+              ssh_kernel(sshd.ssh_config, flags=["--output-limit-mb", "5"]))
+    execution = kernel.run(_big_displays(3), timeout=120)
+    assert execution.status == "ok", execution.stderr
+    shown = [m["content"]["data"]["text/plain"] for m in execution.messages
+             if m["msg_type"] == "display_data"]
+    assert shown == ["1" * DISPLAY_BYTES]  # the second would pass 5 MB
+    saved = re.findall(r"A display of 3 MB would take this cell past its output limit of 5 MB; "
+                       r"it is not shown, and is saved in (\S+)\.\n", execution.stderr)
+    assert len(saved) == 2, execution.stderr
+    for number, path in zip("23", saved):
+        assert path.endswith(".txt") and os.stat(path).st_mode & 0o777 == 0o600
+        with open(path) as file:
+            assert file.read() == number * DISPLAY_BYTES
+    # What comes after goes to the cell's file too, as past the limit by printing.
+    assert "after" not in execution.stdout
+    spill = execution.meta["output_file"]
+    with open(spill) as file:
+        assert file.read() == "after\n"
+    assert os.path.dirname(spill) == os.path.dirname(saved[0])
+
+
 def test_background_output_after_the_cell_never_lands_in_another_cell(kernel):
     first = kernel.start("(sleep 0.5; echo late-bg) & echo started")
     first_execution = kernel.collect(first)

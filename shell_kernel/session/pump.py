@@ -169,8 +169,14 @@ class Pump:
                 self._coalescer.add("stderr", "[shell_kernel] display: the data could not be "
                                     "fetched from the shell's host (see the kernel log).\n")
             elif self._display_sink is not None:
-                self._shown.before_showing()
-                self._display_sink(frame.mime, data, frame.display_id)
+                cell = self.cell
+                notice = (cell.limit.admit_display(frame.mime, data)
+                          if cell is not None and not cell.done.is_set() else None)
+                if notice:
+                    self._coalescer.add("stderr", notice)
+                else:
+                    self._shown.before_showing()
+                    self._display_sink(frame.mime, data, frame.display_id)
         elif isinstance(frame, protocol.ReplyFrame):
             self.reply = (frame.seq, self._fetch(frame.payload) or b"")
             self.reply_ready.set()
