@@ -273,13 +273,15 @@ class ShellKernel(compat.AbortHook, Kernel):
 
     def _reply_for(self, result: CellRecord, silent: bool) -> dict:
         from .failure import cell_error
+        from .named_sessions import session_cell
         from .results import reply_metadata
         meta = reply_metadata(result)
         if result.detached:
             name = self._launch.config.session
             meta["session"] = name
+            cell = session_cell(self._launch.session.seq, name)
             text = (f"The kernel detached from session {name}, which keeps running this cell "
-                    f"(cell [{self.execution_count}]): the next kernel started with "
+                    f"({cell}): the next kernel started with "
                     f"--session {name} shows the rest of its output and its exit status.")
             return self._error_reply("Detached", text, meta, silent)
         error = cell_error(result)

@@ -92,10 +92,15 @@ def taken_message(name: str, where: str, since: str) -> str:
             f"start a kernel with --session {name} --take-over")
 
 
+def session_cell(seq: int, name: str) -> str:
+    """A cell as the user is told about it: numbered as the session numbers
+    its cells, across kernels (a kernel's execution count starts at 1)."""
+    return f"cell {seq} of session {name}"
+
+
 def catch_up_header(attached: Attached) -> str:
     """The stderr line before a named session's output that no kernel received."""
-    cell = (f"cell {attached.last_seq} of session {attached.name} "
-            f"(started {when(attached.started_at)})")
+    cell = f"{session_cell(attached.last_seq, attached.name)} (started {when(attached.started_at)})"
     if attached.running:
         return (f"[shell_kernel] Attached to session {attached.name}: {cell} is still running; "
                 "its output since the previous kernel left follows, and this cell's own code "

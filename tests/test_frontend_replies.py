@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 from conftest import install_spec
 from harness import pids_matching, wait_until
@@ -53,14 +54,19 @@ def test_a_kernel_shut_down_mid_cell_says_its_session_runs_on(jupyter_prefix, st
         error = execution.reply["content"]
         assert error["ename"] == "Detached", error
         assert f"detached from session {name}, which keeps running this cell" in error["evalue"]
-        assert "cell [2]" in error["evalue"] and "ended" not in error["evalue"], error
+        # Numbered as the session numbers it, as the next kernel's catch-up says it.
+        assert f"(cell 2 of session {name})" in error["evalue"], error
+        assert "ended" not in error["evalue"], error
         assert execution.meta.get("detached") is True and execution.meta["session"] == name
         assert execution.meta["exit_code"] is None and "shell_restarted" not in execution.meta
         first.shutdown()
-        go.touch()
         second = start_kernel(spec, TMPDIR=str(shared_tmp))
+        threading.Timer(3, go.touch).start()  # the cell goes on 3 s into the catch-up
         caught_up = second.run("true", timeout=60)
         assert f"rest {shell_pid}\n" in caught_up.stdout, (caught_up.stdout, caught_up.stderr)
+        assert f"cell 2 of session {name} (started" in caught_up.stderr, caught_up.stderr
+        # The badge says how long the request took, the wait for cell 2 included.
+        assert caught_up.meta["duration_s"] >= 2.5, caught_up.meta
     finally:
         go.touch()
         subprocess.run([sys.executable, "-m", "shell_kernel", "sessions", "--kill", name],

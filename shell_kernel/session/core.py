@@ -68,6 +68,12 @@ class ShellSession:
     def description(self) -> str:
         return self._keeper.description
 
+    @property
+    def seq(self) -> int:
+        """The number of the last cell sent, as the shell numbers it (a named
+        session's numbers go on across kernels)."""
+        return self._seq
+
     def start(self, restore: tuple[str, str | None] | None = None) -> ShellInfo:
         """Start a shell and wait until it is ready for cells. It holds the run
         lock: a cell or a query made meanwhile waits for it (a query only
@@ -99,6 +105,8 @@ class ShellSession:
                 self._sink("stderr", f"[shell_kernel] {keeper.start_notice}\n")
                 keeper.start_notice = None
             attached, keeper.catch_up_due = keeper.catch_up_due, None
+            # The cell's duration is the request's: a catch-up's wait included.
+            started = time.monotonic()
             if attached is not None:
                 self._seq = max(self._seq, attached.last_seq)  # the shell numbers its cells on
                 caught_up = catch_up(attached, keeper, self._events, self._sink,
@@ -110,7 +118,8 @@ class ShellSession:
                 self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "
                            "(bash cannot hold them in a command).\n")
             self._seq += 1
-            cell = self._begin(self._seq, source=prepared.source, ask=ask, sending=True)
+            cell = self._begin(self._seq, source=prepared.source, ask=ask, sending=True,
+                               started=started)
             log.debug("cell %d starts", cell.seq)
             terminal = self._send(cell, prepared.source)
             self._wait_answering(cell, terminal)
