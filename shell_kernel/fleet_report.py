@@ -214,6 +214,8 @@ td.cell small { display: block; color: #333; }
 .status-interrupted { color: #a60; font-weight: bold; }
 .status-skipped { color: #777; }
 pre { background: #f6f6f6; border: 1px solid #ddd; padding: 6px; overflow-x: auto; }
+table.groups td.hosts, table.groups td.sample { text-align: left; max-width: 40em; }
+table.groups pre { margin: 0; white-space: pre-wrap; }
 """
 
 
@@ -284,13 +286,16 @@ def _html_cell(cell: dict) -> str:
     groups = cell["groups"]
     verdict = ("the same output on every host that ran it" if len(groups) == 1
                else f"{len(groups)} different outputs" if groups else "run on no host")
+    # The hosts of the smaller groups shown, the largest group's on a click.
     rows = [f'<tr class="group" data-size="{len(group["hosts"])}" '
             f'data-exit="{group["exit_code"]}" data-digest="{esc(group["digest"] or "")}">'
-            f'<td class="hosts"><details><summary>{_hosts(len(group["hosts"]))}</summary>'
+            f'<td class="hosts"><details{" open" if number else ""}>'
+            f'<summary>{_hosts(len(group["hosts"]))}</summary>'
             f'{esc(", ".join(group["hosts"]))}</details></td>'
-            f'<td>{group["exit_code"]}</td><td><code>{esc((group["digest"] or "")[:8])}</code></td>'
+            f'<td class="{"exit-ok" if group["exit_code"] == 0 else "exit-fail"}">'
+            f'{group["exit_code"]}</td><td><code>{esc((group["digest"] or "")[:8])}</code></td>'
             f'<td class="sample"><pre>{esc(group["sample"])}</pre></td></tr>'
-            for group in groups]
+            for number, group in enumerate(groups)]
     table = ('<table class="groups"><thead><tr><th>hosts</th><th>exit</th><th>digest</th>'
              f'<th>output (the start)</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
              if groups else "")

@@ -100,6 +100,8 @@ def whole(hosts, notebook, tmp_path_factory):
 # ------------------------------------------------------------------- drift
 def test_groups_in_summary_json(whole):
     assert whole.returncode == EXIT_FAILED, whole.stderr
+    assert [h["status"] for h in summary(whole.out_dir)["hosts"].values()] == \
+        ["ok", "ok", "failed", "ok", "ok"], whole.stdout
     cells = summary(whole.out_dir)["cells"]
     assert [(c["index"], c["title"], c["ok"], c["failed"], c["not_run"]) for c in cells] == [
         (0, "Which config", 5, 0, 0), (1, "Who am I", 5, 0, 0),
@@ -143,7 +145,10 @@ def test_groups_in_summary_html(whole):
     assert sorted(sections) == ["0", "1", "2", "3"]
     assert "<h3>cell 0: Which config</h3>" in sections["0"]
     assert re.findall(r'data-size="(\d+)" data-exit="(\d+)"', sections["0"]) == [("3", "0"), ("2", "0")]
-    assert "app4, app5</details>" in sections["0"] and "<pre>drifted\n</pre>" in sections["0"]
+    # the smaller groups' hosts shown, the largest group's on a click
+    assert "<details><summary>3 hosts</summary>app1, app2, app3</details>" in sections["0"]
+    assert "<details open><summary>2 hosts</summary>app4, app5</details>" in sections["0"]
+    assert "<pre>drifted\n</pre>" in sections["0"]
     assert "5 ok: the same output on every host that ran it" in sections["1"]
     assert re.findall(r'data-size="(\d+)" data-exit="(\d+)"', sections["2"]) == [("4", "0"), ("1", "4")]
     assert "4 ok, 1 not run" in sections["3"]
@@ -158,7 +163,7 @@ def test_two_shards_merged_are_the_run(whole, hosts, notebook, tmp_path):
         assert f"shard {number}/2: {2 if number == 1 else 3} of 5 hosts" in proc.stderr
     # the slices of the sorted names: app1 app2 | app3 app4 app5
     assert list(summary(shards[0])["hosts"]) == ["app1", "app2"]
-    assert summary(shards[0])["exit_status"] == EXIT_OK
+    assert summary(shards[0])["exit_status"] == EXIT_OK, summary(shards[0])["hosts"]
     assert list(summary(shards[1])["hosts"]) == ["app3", "app4", "app5"]
     merged_dir = tmp_path / "merged"
     proc = merge(shards[1], shards[0], "-o", merged_dir)  # in any order
