@@ -155,7 +155,14 @@ export function describeRecord(record: ICellRecord): IStatusView {
     label = code === null ? 'no exit status' : `exit ${code}`;
   }
   const title: string[] = [];
-  if (record.detached) {
+  if (record.detached && record.interrupted) {
+    // A restart interrupts, then shuts down: a named session's cell is
+    // interrupted only when no shutdown follows within half a second.
+    title.push(`The kernel detached from session ${session} while this cell ran, just ` +
+      'after an interrupt, which reaches a named session\'s cell only when no shutdown ' +
+      `follows at once: the cell may still be running in session ${session}. A kernel ` +
+      `attached to ${session} shows the rest of its output and its exit status.`);
+  } else if (record.detached) {
     title.push(`The kernel detached from session ${session} while this cell ran; the cell ` +
       `goes on running there. A kernel attached to ${session} shows the rest of its output ` +
       'and its exit status.');
@@ -168,7 +175,7 @@ export function describeRecord(record: ICellRecord): IStatusView {
     const where = typeof record.line === 'number' ? ` (line ${record.line})` : '';
     title.push(`set by: ${record.command}${where}`);
   }
-  if (record.interrupted) {
+  if (record.interrupted && !record.detached) {
     title.push('The cell was interrupted.');
   }
   if (record.shell_restarted) {

@@ -131,6 +131,22 @@ describe('describeRecord', () => {
     expect(view.title).not.toContain('no exit status');
   });
 
+  it('tells a coherent story of a detached cell that an interrupt was sent to', () => {
+    // A restart sends an interrupt, then the shutdown that detaches the kernel.
+    const view = describeRecord({
+      exit_code: null,
+      duration_s: 3,
+      detached: true,
+      interrupted: true,
+      session: 'migrate'
+    });
+    expect(view.kind).toBe('detached');
+    expect(view.title).not.toContain('The cell was interrupted');
+    expect(view.title).not.toContain('goes on running there');
+    expect(view.title).toContain('may still be running in session migrate');
+    expect(view.title).toContain('shows the rest of its output and its exit status');
+  });
+
   it('says when there is no status at all', () => {
     const view = describeRecord({ exit_code: null, duration_s: 0.1 });
     expect(view.kind).toBe('failed');
