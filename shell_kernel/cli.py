@@ -90,11 +90,13 @@ stdout. The notebook is saved even when the run fails."""
 RUN_EPILOG = """\
 exit status: 0 all cells succeeded; 1 a cell failed (not tagged
 raises-exception), a cell timed out or the kernel died; 2 bad usage (no such
-notebook or kernel, bad -p); 130 interrupted.
+notebook or kernel, bad -p); 3 with --fail-on-change: a cell changed since
+--compare's run; 130 interrupted.
 
 examples:
   python -m shell_kernel run notebooks/parameters.ipynb -p name 'Ada Lovelace'
   python -m shell_kernel run runbook.ipynb --kernel shell-ssh-web1 -o reports/web1.ipynb
+  python -m shell_kernel run deploy.md --no-timing --compare deploy.out.ipynb -o new.ipynb
   python -m shell_kernel run runbook.ipynb --hosts 'web*' --jobs 20 --output-dir reports/"""
 
 
@@ -104,7 +106,10 @@ def _add_run(commands) -> None:
         "run", help="execute a notebook, with parameters, and save the result",
         description=RUN_DESCRIPTION, epilog=RUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file to run")
+    run.add_argument("notebook", metavar="NOTEBOOK",
+                     help="the notebook to run: .ipynb, or a text notebook jupytext reads "
+                          "(deploy.sh with '# %%%%' cells, deploy.md with ```bash fences; "
+                          "needs shell_kernel[runbooks])")
     run.add_argument("-o", "--output", metavar="OUT",
                      help="where to save the executed notebook, replacing any file there "
                           "(default: NOTEBOOK with .ipynb replaced by .out.ipynb, e.g. "
@@ -113,6 +118,20 @@ def _add_run(commands) -> None:
                      metavar=("NAME", "VALUE"),
                      help="set the bash variable NAME to the string VALUE (repeatable; "
                           "the last one for a NAME wins)")
+    run.add_argument("--parameters-yaml", metavar="FILE",
+                     help="set the parameters of a YAML mapping (name: value): a list becomes "
+                          "a bash array, anything else a string, as papermill's -y does; "
+                          "-p NAME VALUE given too wins")
+    run.add_argument("--no-timing", action="store_true",
+                     help="save no timestamps or durations, so that two runs of a "
+                          "deterministic notebook save identical files")
+    run.add_argument("--compare", metavar="PREVIOUS",
+                     help="after the run, print how each code cell differs from PREVIOUS "
+                          "(an earlier run's .ipynb; with --hosts, an earlier run's "
+                          "--output-dir): same, output changed, status A -> B, new, removed")
+    run.add_argument("--fail-on-change", action="store_true",
+                     help="with --compare: exit 3 if any cell changed (a failed cell still "
+                          "exits 1)")
     run.add_argument("-k", "--kernel", metavar="NAME",
                      help="kernelspec to run on (default: the one the notebook's metadata names)")
     run.add_argument("--timeout", type=positive, metavar="S",
@@ -205,8 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     from .install import InstallError, default_display_name, default_name, install, uninstall
     try:
         if args.command == "install":
-            name = args.name or default_name(config)
-            path = install(config, name, args.display_name or default_display_name(config),
+            try:
+                name = args.name or default_name(config)
+                display_name = args.display_name or default_display_name(config)
+            except ValueError as err:  # --bash names no bash
+                parser.error(str(err))
+            path = install(config, name, display_name,
                            user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)
             print(f"Installed kernelspec {name} in {path}")
         else:
@@ -223,9 +246,14 @@ def _run_notebook(args) -> int:
     from .notebook_job import EXIT_USAGE, RunError, check_parameter_name
 
     try:
-        parameters: dict[str, str] = {}
+        parameters: dict[str, str | list[str]] = {}
+        if args.parameters_yaml is not None:
+            from .parameter_files import read_parameters_yaml
+            parameters.update(read_parameters_yaml(args.parameters_yaml))
         for name, value in args.parameters or []:
             parameters[check_parameter_name(name)] = value
+        if args.fail_on_change and args.compare is None:
+            raise RunError("--fail-on-change needs --compare PREVIOUS: the run to compare with")
         if args.hosts is not None or args.inventory is not None:
             return _run_fleet(args, parameters)
         misplaced = _fleet_only_flags(args)
@@ -259,7 +287,9 @@ def _run_one(args, parameters: dict[str, str]) -> int:
     options = RunOptions(
         notebook=notebook, output=Path(args.output) if args.output else default_output(notebook),
         parameters=parameters, kernel_name=args.kernel, timeout=args.timeout,
-        allow_errors=args.allow_errors, cwd=Path(args.cwd) if args.cwd else None)
+        allow_errors=args.allow_errors, cwd=Path(args.cwd) if args.cwd else None,
+        timing=not args.no_timing, compare=Path(args.compare) if args.compare else None,
+        fail_on_change=args.fail_on_change)
     if options.output.absolute() == notebook.absolute():
         raise RunError(f"-o {args.output}: the output would overwrite the notebook itself")
     return run(options)
@@ -315,7 +345,9 @@ def _run_fleet(args, parameters: dict[str, str]) -> int:
         output_dir=(Path(args.output_dir) if args.output_dir
                     else notebook.with_name(output_stem(notebook) + ".fleet")),
         batch=args.batch, max_fail=args.max_fail, timeout=args.timeout,
-        allow_errors=args.allow_errors, shard=shard, config=config))
+        allow_errors=args.allow_errors, shard=shard, timing=not args.no_timing,
+        compare=Path(args.compare) if args.compare else None,
+        fail_on_change=args.fail_on_change, config=config))
 
 
 def _fleet_only_flags(args) -> list[str]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
+from . import provenance
 from .config import KernelConfig
 from .failure import cell_error
 from .fleet_drift import fingerprint, own_names
@@ -34,12 +35,13 @@ from .fleet_report import Progress, print_table, summary, write_reports
 from .fleet_shards import Shard, shard_summary
 from .jobs import (FAILED, FAILED_AS_EXPECTED, INTERRUPTED, OK, SKIPPED, TIMED_OUT, UNREACHABLE,
                    CellRun, FleetEvents, FleetHost, FleetRun, HostRun)
-from .notebook_job import (BASH_LANGUAGES, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, METADATA_KEY,
-                           RAISES_TAG, CellRecorder, RunError, job_cells, prepare, read_notebook,
-                           runnable_cells)
+from .notebook_job import (BASH_LANGUAGES, EXIT_CHANGED, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK,
+                           METADATA_KEY, RAISES_TAG, CellRecorder, RunError, job_cells, prepare,
+                           read_notebook, runnable_cells)
 from .options import FLEET_JOBS, FLEET_OUTPUT_LIMIT_MB
 from .output_files import UnsafeOutput, check_dir, write_file
 from .results import UnknownDisplay, display_bundle, error_content, reply_metadata
+from .run_compare import FleetComparison
 from .session import CellRecord, SessionError, ShellSession
 
 HOST_VARIABLE = "SHELL_KERNEL_HOST"
@@ -58,6 +60,9 @@ class FleetOptions:
     allow_errors: bool = False
     #: With --shard: which slice of the host list `hosts` is.
     shard: Shard | None = None
+    timing: bool = True  # False: --no-timing (provenance.strip_timing)
+    compare: Path | None = None  # --compare DIR: an earlier fleet run's output directory
+    fail_on_change: bool = False
     #: The SSH options every host's session is built with (ssh is set per host).
     config: KernelConfig = field(
         default_factory=lambda: KernelConfig(output_limit_mb=FLEET_OUTPUT_LIMIT_MB))
@@ -186,6 +191,7 @@ class Fleet:
         self.samples: dict[str, str] = {}
         self._sessions: dict[str, ShellSession] = {}
         self._lock = threading.Lock()
+        self.comparison: FleetComparison | None = None  # --compare
 
     # ---------------------------------------------------------------- run
     def run(self) -> None:
@@ -254,7 +260,7 @@ class Fleet:
 
     def _run_host(self, run: HostRun) -> None:
         host = run.host
-        started = time.monotonic()
+        started, run.started_at = time.monotonic(), provenance.now()
         nb = copy.deepcopy(self.record.nb)
         outputs = [CellOutputs()]  # the running cell's; replaced for each cell
         config = self._config(host)
@@ -288,9 +294,9 @@ class Fleet:
         try:
             session.start()
             # The cell nobody sees: the host's name for the notebook's cells, and
-            # the name the host gives itself, for the report's grouping.
+            # where it runs (provenance.PROBE: its HOSTNAME is the report's grouping's too).
             result = session.run(f"export {HOST_VARIABLE}={shlex.quote(run.host.name)}; "
-                                 "builtin printf '%s\\n' \"${HOSTNAME-}\"")
+                                 + provenance.PROBE)
         except SessionError as err:
             run.status, run.error = UNREACHABLE, str(err)
             return ""
@@ -299,7 +305,9 @@ class Fleet:
         elif result.exit_code != 0 or result.shell_lost:
             run.status = UNREACHABLE
             run.error = result.shell_lost or f"setting {HOST_VARIABLE} failed (exit {result.exit_code})"
-        return "".join(o.text for o in outputs.outputs if o.get("name") == "stdout").strip()
+        run.probed = provenance.parse_probe(
+            "".join(o.text for o in outputs.outputs if o.get("name") == "stdout"))
+        return run.probed.get("hostname", "")
 
     def _run_cells(self, run: HostRun, session: ShellSession, nb, outputs: list,
                    names: list[str]) -> None:
@@ -364,9 +372,15 @@ class Fleet:
 
     def _save(self, run: HostRun, nb) -> None:
         from nbformat.v4 import writes_json
-        nb.metadata[METADATA_KEY] = {"host": run.host.name, "target": run.host.target,
-                                     "parameters": dict(self.options.parameters),
-                                     "duration_s": run.duration_s}
+        kernelspec = (nb.metadata.get("kernelspec") or {}).get("name")
+        nb.metadata[METADATA_KEY] = {
+            **provenance.record(run.host.name, kernelspec, run.probed, run.started_at),
+            "target": run.host.target, "parameters": dict(self.options.parameters),
+            "duration_s": run.duration_s}
+        if not self.options.timing:
+            provenance.strip_timing(nb)
+        if self.comparison is not None:
+            self.comparison.host(run.host.name, nb)
         path = self.options.output_dir / f"{self.file_names[run.host.name]}.ipynb"
         # The notebook was validated when read, and its outputs are made here
         # in the schema's shape: nbformat.write would validate it again, per host.
@@ -423,12 +437,14 @@ def run_fleet(options: FleetOptions, progress: TextIO | None = None,
         raise RunError(f"--max-fail {options.max_fail}: give 0 or more")
     batch_sizes(options.batch, len(options.hosts))  # a bad --batch fails here
     nb, warnings = load_fleet_notebook(options.notebook, options.parameters)
+    comparison = FleetComparison(options.compare) if options.compare is not None else None
     check_output_dir(options.output_dir)
     for warning in warnings:
         print(f"warning: {warning}", file=progress)
 
     events = Progress(progress, len(options.hosts), len(runnable_cells(nb)))
     fleet = Fleet(options, nb, events)
+    fleet.comparison = comparison
     events.begin(options.notebook, options.jobs)
     if options.shard is not None:
         events.note(f"shard {options.shard.label}: {len(options.hosts)} of "
@@ -450,6 +466,10 @@ def run_fleet(options: FleetOptions, progress: TextIO | None = None,
                    shard_summary(options.shard, nb) if options.shard else None)
     json_path, html_path = write_reports(data, options.output_dir)
     print_table(report, data, json_path, html_path, (finished - record.started).total_seconds())
+    if comparison is not None:
+        comparison.report(report, list(record.runs))
+        if status == EXIT_OK and options.fail_on_change and comparison.changed:
+            status = EXIT_CHANGED
     return status
 
 

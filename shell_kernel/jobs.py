@@ -36,6 +36,10 @@ CELL_STATES = (OK, FAILED, TIMED_OUT, KERNEL_DIED, INTERRUPTED, STOPPED, FAILED_
 _NOT_FAILURES = (OK, FAILED_AS_EXPECTED, SKIPPED, NOT_RUN)
 
 
+class RunError(Exception):
+    """A problem with the request itself (exit status 2); the message says what."""
+
+
 @dataclass(frozen=True)
 class FleetHost:
     name: str  # in reports, file names and SHELL_KERNEL_HOST
@@ -77,6 +81,9 @@ class HostRun:
     failed_cell: int | None = None
     stderr_tail: str = ""
     notebook_path: Path | None = None
+    #: Where it ran (provenance.PROBE's answer) and when it started.
+    probed: dict = field(default_factory=dict)
+    started_at: datetime.datetime | None = None
 
     @property
     def failed(self) -> bool:

@@ -32,8 +32,6 @@ INJECTED_TAG = "injected-parameters"
 RAISES_TAG = "raises-exception"
 SKIP_TAG = "skip-execution"  # nbclient's default skip_cells_with_tag
 METADATA_KEY = "shell_kernel"
-#: How to get what text notebooks and --parameters-yaml need (jupytext, PyYAML).
-EXTRA_RUNBOOKS = "pip install 'shell_kernel[runbooks]'"
 #: The kernelspec languages of a notebook whose cells are bash.
 BASH_LANGUAGES = ("bash", "sh", "shell")
 
@@ -41,6 +39,7 @@ BASH_LANGUAGES = ("bash", "sh", "shell")
 EXIT_OK = 0
 EXIT_FAILED = 1  # a cell or host failed, or the kernel died or timed out
 EXIT_USAGE = 2  # bad arguments: no such notebook or kernel, bad -p (argparse uses 2 too)
+EXIT_CHANGED = 3  # --fail-on-change: a cell changed since --compare's run (and none failed)
 EXIT_INTERRUPTED = 130
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # full-matched: `$` would let "id\n" through

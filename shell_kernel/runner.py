@@ -5,7 +5,9 @@ its metadata names), on the caller's thread; the steps it shares with
 `run --hosts` (parameters, which cells run, the cell metadata, the table)
 are notebook_job.py's. Each executed code cell's ``metadata.shell_kernel``
 gets ``host``: the kernel's target ("local", or the SSH host named in the
-kernelspec's ``metadata.shell_kernel.host``).
+kernelspec's ``metadata.shell_kernel.host``); the notebook's own gets where
+it ran (provenance.py), and with --compare how its cells differ from an
+earlier run's (run_compare.py).
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from . import provenance
 from .jobs import (CELL_STATES, FAILED, FAILED_AS_EXPECTED, INTERRUPTED, KERNEL_DIED, NOT_RUN, OK,
                    SKIPPED, STOPPED, TIMED_OUT, CellRun)
-from .notebook_job import (BASH_LANGUAGES, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, METADATA_KEY,
-                           RAISES_TAG, CellRecorder, RunError, check_parameter_name, job_cells,
-                           output_stem, prepare, print_columns, read_notebook, runnable_cells,
-                           tally)
+from .notebook_job import (BASH_LANGUAGES, EXIT_CHANGED, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK,
+                           METADATA_KEY, RAISES_TAG, CellRecorder, RunError, check_parameter_name,
+                           job_cells, output_stem, prepare, print_columns, read_notebook,
+                           runnable_cells, tally)
 from .output_files import UnsafeOutput, check_dir, write_file
+from .run_compare import compare, print_comparison, read_previous, saved
 # What shell_kernel.runner offered before notebook_job.py took it over, for
 # the scripts and tests that import it from here.
 from .notebook_job import (EXIT_USAGE, INJECTED_TAG, PARAMETERS_TAG, SKIP_TAG, bash_parameters,
@@ -53,6 +57,9 @@ class RunOptions:
     timeout: float | None = None
     allow_errors: bool = False
     cwd: Path | None = None
+    timing: bool = True  # False: --no-timing (provenance.strip_timing)
+    compare: Path | None = None  # --compare PREVIOUS
+    fail_on_change: bool = False
 
 
 def default_output(notebook: Path) -> Path:
@@ -91,6 +98,26 @@ def load(options: RunOptions):
     return nb, name, spec
 
 
+async def _probe(client, spec) -> dict[str, str]:
+    """The host's part of the provenance: PROBE, as a silent request to the
+    kernel that runs the notebook, before its first cell (a bash kernel's only)."""
+    if spec.language.lower() not in BASH_LANGUAGES:
+        return {}
+    texts: list[str] = []
+
+    def collect(msg) -> None:
+        if msg["header"]["msg_type"] == "stream":
+            texts.append(msg["content"].get("text", ""))
+
+    try:
+        await client.kc.execute_interactive(provenance.PROBE, silent=True, store_history=False,
+                                            allow_stdin=False, output_hook=collect,
+                                            timeout=STARTUP_TIMEOUT)
+    except Exception:  # noqa: BLE001 - provenance is a record, never a reason to fail a run
+        return {}
+    return provenance.parse_probe("".join(texts))
+
+
 class RunProgress:
     """The run's progress on stderr: "[N/total] label ..." as a cell starts,
     its verdict as it ends (on the same line on a terminal)."""
@@ -121,6 +148,7 @@ def run(options: RunOptions, progress: TextIO | None = None, report: TextIO | No
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     nb, kernel_name, spec = load(options)
+    previous = read_previous(options.compare) if options.compare is not None else None
     for warning in prepare(nb, options.parameters):
         print(f"warning: {warning}", file=progress)
     nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": spec.display_name,
@@ -149,12 +177,18 @@ def run(options: RunOptions, progress: TextIO | None = None, report: TextIO | No
             done.error = f"{content.get('ename', 'error')}: {content.get('evalue', '')}"
         events.cell_ended(host, done)
 
+    probed: dict[str, str] = {}
+
+    async def on_notebook_start(**_):
+        probed.update(await _probe(client, spec))
+
     recorder = CellRecorder(host, then=on_cell_executed)
     client = NotebookClient(
         nb, kernel_name=kernel_name, timeout=options.timeout, startup_timeout=STARTUP_TIMEOUT,
-        allow_errors=options.allow_errors,
+        allow_errors=options.allow_errors, record_timing=options.timing,
         resources={"metadata": {"path": str(options.cwd or options.notebook.parent.absolute())}},
-        on_cell_execute=on_cell_execute, on_cell_executed=recorder.on_cell_executed,
+        on_notebook_start=on_notebook_start, on_cell_execute=on_cell_execute,
+        on_cell_executed=recorder.on_cell_executed,
     )
 
     total = len(cells)
@@ -163,7 +197,7 @@ def run(options: RunOptions, progress: TextIO | None = None, report: TextIO | No
     broke = None  # why the run broke off, if it did
     stopped = STOPPED  # what happened to the cell that was running then
     status = EXIT_OK
-    started = time.monotonic()
+    started, started_at = time.monotonic(), provenance.now()
     # The kernel's own stderr (start-up warnings, a traceback if it dies) is
     # kept aside and shown only when the run breaks down.
     with tempfile.TemporaryFile(mode="w+") as kernel_log:
@@ -196,9 +230,15 @@ def run(options: RunOptions, progress: TextIO | None = None, report: TextIO | No
     if broke and events.tty:
         print(file=progress)
 
-    nb.metadata[METADATA_KEY] = {"kernel": kernel_name, "host": host,
-                                 "parameters": dict(options.parameters),
+    nb.metadata[METADATA_KEY] = {**provenance.record(host, kernel_name, probed, started_at),
+                                 "kernel": kernel_name, "parameters": dict(options.parameters),
                                  "duration_s": round(elapsed, 3)}
+    if not options.timing:
+        provenance.strip_timing(nb)
+    rows = None
+    if previous is not None:
+        rows = compare(previous, nb)
+        nb.metadata[METADATA_KEY]["compare"] = saved(options.compare, rows)
     try:
         write_file(options.output, nbformat.writes(nb) + "\n")
     except UnsafeOutput as err:
@@ -212,8 +252,12 @@ def run(options: RunOptions, progress: TextIO | None = None, report: TextIO | No
         print(f"error: the run stopped: {broke}", file=progress)
         if log_text and status != EXIT_INTERRUPTED:
             print("kernel log:\n" + _indent(log_text, "  | "), file=progress)
+    if rows is not None:
+        print_comparison(report, options.compare, rows)
     if status == EXIT_OK and (failed or broke):
         status = EXIT_FAILED
+    if status == EXIT_OK and options.fail_on_change and any(row.changed for row in rows or ()):
+        status = EXIT_CHANGED
     return status
 
 

@@ -235,6 +235,7 @@ def test_a_failing_cell_stops_the_run(jupyter_prefix, tmp_path):
     assert result.returncode == EXIT_FAILED, result.stdout + result.stderr
     nb = nbformat.read(out, as_version=4)  # saved all the same
     cells = {c.get("id"): c for c in nb.cells}
+    assert "shell_kernel" in cells["repeat"].metadata, result.stdout + result.stderr
     assert cells["repeat"].metadata.shell_kernel["exit_code"] == 1
     assert cells["repeat"].metadata.shell_kernel["host"] == "local"
     assert [o.ename for o in cells["repeat"].outputs if o.output_type == "error"] == ["ExitCode"]
