@@ -224,12 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     from .install import InstallError, default_display_name, default_name, install, uninstall
     try:
         if args.command == "install":
-            try:
-                name = args.name or default_name(config)
-                display_name = args.display_name or default_display_name(config)
-            except ValueError as err:  # --bash names no bash
-                parser.error(str(err))
-            path = install(config, name, display_name,
+            name = args.name or default_name(config)
+            path = install(config, name, args.display_name or default_display_name(config),
                            user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)
             print(f"Installed kernelspec {name} in {path}")
         else:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from importlib import resources
@@ -14,6 +16,7 @@ from pathlib import Path
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
 from .config import KernelConfig
+from .options import default
 
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$", re.IGNORECASE)
 
@@ -38,6 +41,29 @@ def check_name(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=None)
+def bash_version(path: str) -> str | None:
+    """"3.2" for a bash whose --version says "GNU bash, version 3.2.57(1)...";
+    None when path runs no bash here (not yet installed, or not a bash)."""
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL, errors="replace")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"\bbash, version (\d+\.\d+)", done.stdout.partition("\n")[0])
+    return match.group(1) if match else None
+
+
+def _bash(config: KernelConfig) -> str | None:
+    """Which bash, in words, when it is not the one on PATH: the version it
+    says it is, or else (over SSH, where it is not run at install; a path
+    that runs no bash here) its path."""
+    if config.bash == default("bash"):
+        return None
+    version = bash_version(config.bash) if config.ssh is None else None
+    return f"bash {version or config.bash}"
+
+
 def _variant(config: KernelConfig) -> list[str]:
     """What sets this kernelspec apart from the plain one of its host, in
     words: a launcher shows variants side by side."""
@@ -53,16 +79,19 @@ def default_name(config: KernelConfig) -> str:
     else:
         from .backends.ssh_target import spec_name_for
         name = spec_name_for(config.ssh)
+    bash = _bash(config)
+    words = [re.sub(r"[^a-z0-9.]+", "-", bash.lower()).strip("-")] if bash else []
     # A variant gets a name of its own, so that it does not replace the plain one.
-    return "-".join([name, *(word.replace(" ", "-") for word in _variant(config))])
+    return "-".join([name, *words, *(word.replace(" ", "-") for word in _variant(config))])
 
 
 def default_display_name(config: KernelConfig) -> str | None:
     """None: the template's "Bash (shell_kernel)"."""
-    words = _variant(config)
+    words, bash = _variant(config), _bash(config)
     if config.ssh is not None:
-        return f"Bash on {config.ssh} ({', '.join(['SSH', *words])})"
-    return f"Bash ({', '.join(words)})" if words else None
+        return f"Bash on {config.ssh} ({', '.join(['SSH', *([bash] if bash else []), *words])})"
+    shell = bash.capitalize() if bash else "Bash"
+    return f"{shell} ({', '.join(words or ['shell_kernel'])})" if words or bash else None
 
 
 def build_spec(config: KernelConfig, display_name: str | None) -> dict:

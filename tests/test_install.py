@@ -91,3 +91,53 @@ def test_kernelspec_variants_get_names_that_say_what_differs(tmp_path, flags, na
     spec = json.loads((tmp_path / "share" / "jupyter" / "kernels" / name / "kernel.json")
                       .read_text())
     assert spec["display_name"] == display
+
+
+def fake_bash(directory, version_line: str):
+    """A `bash` that only answers --version, as the bash it stands for would."""
+    path = directory / "bin" / "bash"
+    path.parent.mkdir(parents=True)
+    path.write_text(f"#!/bin/sh\nprintf '%s\\n' '{version_line}' 'Copyright (C) 2007 ...'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("flags, name, display", [
+    ([], "shell-bash-3.2", "Bash 3.2 (shell_kernel)"),
+    (["--tty"], "shell-bash-3.2-tty", "Bash 3.2 (tty)"),
+    (["--clean", "--session", "old"], "shell-bash-3.2-clean-session-old",
+     "Bash 3.2 (clean, session old)"),
+])
+def test_another_bash_gets_a_name_that_says_which(tmp_path, flags, name, display):
+    """install --bash /opt/bash-3.2/bin/bash gave the plain kernelspec's name
+    and display name ("Bash (shell_kernel)"), replacing it."""
+    bash = fake_bash(tmp_path, "GNU bash, version 3.2.57(1)-release (x86_64-apple-darwin23)")
+    done = cli("install", "--prefix", str(tmp_path), "--bash", bash, *flags)
+    assert done.returncode == 0, done.stderr
+    spec = json.loads((tmp_path / "share" / "jupyter" / "kernels" / name / "kernel.json")
+                      .read_text())
+    assert spec["display_name"] == display
+    assert spec["argv"][spec["argv"].index("--bash") + 1] == bash
+
+
+def test_a_remote_bash_is_named_by_its_path(tmp_path):
+    """Over SSH the bash is on the host, not run at install: its path says which."""
+    done = cli("install", "--prefix", str(tmp_path), "--ssh", "db1", "--bash",
+               "/opt/bash-3.2/bin/bash")
+    assert done.returncode == 0, done.stderr
+    spec = json.loads((tmp_path / "share" / "jupyter" / "kernels"
+                       / "shell-ssh-db1-bash-opt-bash-3.2-bin-bash" / "kernel.json").read_text())
+    assert spec["display_name"] == "Bash on db1 (SSH, bash /opt/bash-3.2/bin/bash)"
+
+
+@pytest.mark.parametrize("what", ["missing", "not-bash"])
+def test_a_path_that_runs_no_bash_here_names_it_by_path(tmp_path, what):
+    bash = str(tmp_path / "nope") if what == "missing" else fake_bash(tmp_path, "dash 0.5")
+    done = cli("install", "--prefix", str(tmp_path), "--bash", bash)
+    assert done.returncode == 0, done.stderr
+    kernels = tmp_path / "share" / "jupyter" / "kernels"
+    [spec_dir] = kernels.iterdir()
+    assert spec_dir.name.startswith("shell-bash-tmp-")
+    assert spec_dir.name.endswith("-nope" if what == "missing" else "-bin-bash")
+    assert json.loads((spec_dir / "kernel.json").read_text())["display_name"] == \
+        f"Bash {bash} (shell_kernel)"
