@@ -150,7 +150,10 @@ no kernel: each host gets its own shell over SSH (resolved as the
 SSH kernel resolves it: ssh config, ProxyJump, known_hosts, keys, agent),
 runs the notebook top to bottom, stops at its first failing cell, and is
 closed with nothing left on it. SHELL_KERNEL_HOST holds the host's name in
-every cell. Results: DIR/<host>.ipynb, DIR/summary.json, DIR/summary.html.
+every cell. Results: DIR/<host>.ipynb, DIR/summary.json, DIR/summary.html;
+and on stdout, per cell, the hosts grouped by output and exit status where
+they differ (their own names made one placeholder). --shard I/N runs one of
+N slices of the hosts (one per machine); `merge` joins their directories.
 Exit status: 0 every host ok; 1 a host failed or was unreachable; 2 bad
 usage; 130 interrupted (Ctrl-C stops every host's cell and closes every
 session)."""
