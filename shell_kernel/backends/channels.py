@@ -116,9 +116,10 @@ class SideShell:
         with self._run_lock:
             try:
                 channel.send(line)
-                out = b""
+                out = bytearray()
+                at = -1  # where the end line starts, once it came
                 deadline = time.monotonic() + timeout
-                while end not in out or not out.endswith(b"\n"):
+                while at < 0 or not out.endswith(b"\n"):
                     left = deadline - time.monotonic()
                     if channel.closed or left <= 0:
                         raise BackendError("the side command did not finish")
@@ -129,10 +130,16 @@ class SideShell:
                     if chunk is None:
                         raise BackendError("the side command did not finish")
                     if chunk[0] == "stdout":
+                        # Only the new bytes (and the end line's length before
+                        # them) are searched: linear in the output's size (a
+                        # display's fetch is a side command's output).
+                        searched = max(0, len(out) - len(end))
                         out += chunk[1]
+                        if at < 0:
+                            at = out.find(end, searched)
             except OSError as err:
                 raise BackendError(f"side command failed: {err}") from err
-        body, _, status = out.rpartition(end)
+        body, status = bytes(out[:at]), bytes(out[at + len(end):])
         return SideResult(int(status.strip() or 1), body.decode(errors="surrogateescape"))
 
     def close(self) -> None:
