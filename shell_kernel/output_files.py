@@ -3,9 +3,9 @@ summary.json and summary.html; a cell's output past the limit), written so
 that nobody else can make them land elsewhere.
 
 A directory that output goes into must be this user's (or root's) and
-writable by nobody else, unless it has the sticky bit (/tmp), where others
-cannot rename or remove this user's files; a symlink to it must be this
-user's too. A file is never opened through a symlink: the directory is
+writable by nobody else (its group's write is fine where that group is the
+user's alone), unless it has the sticky bit (/tmp), where others cannot
+rename or remove this user's files; a symlink to it must be this user's too. A file is never opened through a symlink: the directory is
 opened without following one and checked, and every name is created in it
 through that descriptor (O_EXCL, O_NOFOLLOW), a whole file under a new name
 then renamed over the old one (which replaces a symlink, never its target).
@@ -13,7 +13,10 @@ then renamed over the old one (which replaces a symlink, never its target).
 
 from __future__ import annotations
 
+import contextlib
+import grp
 import os
+import pwd
 import secrets
 import stat
 from pathlib import Path
@@ -42,12 +45,14 @@ def write_file(path: Path, data: bytes | str, mode: int = 0o644) -> Path:
     directory = _open_dir(path.parent, create=True)
     temporary = f".{path.name}.{secrets.token_hex(4)}.tmp"
     try:
-        with _new_file(directory, temporary, mode) as file:
-            file.write(data)
+        file = _new_file(directory, temporary, mode)
         try:
+            with file:
+                file.write(data)
             os.rename(temporary, path.name, src_dir_fd=directory, dst_dir_fd=directory)
-        except OSError as err:
-            os.unlink(temporary, dir_fd=directory)
+        except OSError as err:  # a full disk; a directory where the file goes
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=directory)
             raise UnsafeOutput(f"cannot write {path}: {err.strerror}") from None
     finally:
         os.close(directory)
@@ -98,7 +103,8 @@ def _open_dir(path: Path, create: bool, mode: int = 0o755) -> int:
     problem = None
     if not _trusted(found):
         problem = f"is owned by another user (uid {found.st_uid})"
-    elif found.st_mode & 0o022 and not found.st_mode & stat.S_ISVTX:
+    elif not found.st_mode & stat.S_ISVTX and (
+            found.st_mode & 0o002 or found.st_mode & 0o020 and not _only_mine(found.st_gid)):
         problem = "is writable by other users"
     if problem:
         os.close(fd)
@@ -110,3 +116,16 @@ def _open_dir(path: Path, create: bool, mode: int = 0o755) -> int:
 
 def _trusted(found: os.stat_result) -> bool:
     return found.st_uid in (os.geteuid(), 0)
+
+
+def _only_mine(gid: int) -> bool:
+    """The group has no member but this user: a user private group, whose
+    directories umask 002 makes group-writable."""
+    me = os.geteuid()
+    try:
+        name = pwd.getpwuid(me).pw_name
+        if any(member != name for member in grp.getgrgid(gid).gr_mem):
+            return False
+    except KeyError:
+        return False
+    return all(user.pw_gid != gid or user.pw_uid == me for user in pwd.getpwall())

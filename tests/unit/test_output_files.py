@@ -4,7 +4,9 @@ giving directories and links to `nobody` to stand for another user."""
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import re
 
 import pytest
@@ -40,16 +42,16 @@ def test_new_file_takes_no_name_that_is_there(tmp_path):
     assert victim.read_text() == "precious"
 
 
-@pytest.mark.parametrize("mode, owner, problem", [
-    (0o755, NOBODY, f"is owned by another user (uid {NOBODY})"),
-    (0o775, 0, "is writable by other users"),
-    (0o757, 0, "is writable by other users"),
+@pytest.mark.parametrize("mode, owner, group, problem", [
+    (0o755, NOBODY, 0, f"is owned by another user (uid {NOBODY})"),
+    (0o775, 0, NOBODY, "is writable by other users"),  # nogroup: nobody, sync, _apt
+    (0o757, 0, 0, "is writable by other users"),
 ])
-def test_directories_others_control_are_refused(tmp_path, mode, owner, problem):
+def test_directories_others_control_are_refused(tmp_path, mode, owner, group, problem):
     directory = tmp_path / "dir"
     directory.mkdir()
     directory.chmod(mode)
-    os.chown(directory, owner, owner)
+    os.chown(directory, owner, group)
     with pytest.raises(UnsafeOutput, match="^" + re.escape(f"{directory} {problem}")):
         check_dir(directory)
     with pytest.raises(UnsafeOutput):
@@ -76,3 +78,15 @@ def test_missing_directories_are_made_and_a_file_is_refused(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(UnsafeOutput, match="a file is there, not a directory"):
         check_dir(tmp_path / "f")
+
+
+def test_a_group_of_the_users_own_may_write(tmp_path):
+    """umask 002 (Debian's user private groups) makes directories group-writable:
+    with no one else in the group, that is no one else's write."""
+    if grp.getgrgid(0).gr_mem or any(u.pw_gid == 0 and u.pw_uid for u in pwd.getpwall()):
+        pytest.skip("the root group has other members here")
+    directory = tmp_path / "dir"
+    directory.mkdir()
+    directory.chmod(0o775)
+    os.chown(directory, 0, 0)
+    write_file(directory / "x", "data")
