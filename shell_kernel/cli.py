@@ -74,14 +74,16 @@ RUN_DESCRIPTION = """\
 Execute a notebook top to bottom (through nbclient) and save it with its
 outputs. Each executed code cell gets metadata.shell_kernel in the saved
 notebook: exit_code, duration_s and cwd from the kernel's reply, and host
-("local", or the SSH host of the kernelspec).
+("local", or the SSH host of the kernelspec); the notebook's own
+metadata.shell_kernel says where it ran (host, user, os, bash_version,
+shell_kernel version, kernelspec, start time).
 
 Parameters: each -p NAME VALUE becomes NAME='VALUE' in a new cell tagged
 "injected-parameters", placed after the cell tagged "parameters" (or at the
 top if there is none; an earlier injected cell is replaced), as papermill
 does. Values are always strings and are quoted for bash like papermill's
 BashTranslator does (shlex.quote), so spaces, quotes, $ and backticks
-arrive verbatim.
+arrive verbatim. --parameters-yaml FILE gives lists, as bash arrays.
 
 The first failing cell stops the run, unless it is tagged "raises-exception"
 or --allow-errors is given. Progress goes to stderr, the per-cell summary to
@@ -112,8 +114,9 @@ def _add_run(commands) -> None:
                           "needs shell_kernel[runbooks])")
     run.add_argument("-o", "--output", metavar="OUT",
                      help="where to save the executed notebook, replacing any file there "
-                          "(default: NOTEBOOK with .ipynb replaced by .out.ipynb, e.g. "
-                          "report.ipynb -> report.out.ipynb); never NOTEBOOK itself")
+                          "(default: NOTEBOOK with its suffix replaced by .out.ipynb, e.g. "
+                          "report.ipynb -> report.out.ipynb, deploy.sh -> deploy.out.ipynb); "
+                          "never NOTEBOOK itself")
     run.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append",
                      metavar=("NAME", "VALUE"),
                      help="set the bash variable NAME to the string VALUE (repeatable; "

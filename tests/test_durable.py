@@ -13,7 +13,8 @@ import pytest
 
 from conftest import install_spec
 from harness import KernelHarness, pids_matching, wait_until
-from shell_kernel.backends.durable import SPOOL_GENERATION_BYTES
+from shell_kernel.backends.durable import HEARD_WITHIN, REATTACH_GRACE, SPOOL_GENERATION_BYTES
+from shell_kernel.testing.processes import alive
 
 
 @pytest.fixture
@@ -85,11 +86,15 @@ def test_cell_that_finishes_while_disconnected(durable_kernel, server):
     assert execution.stdout == "done\n"
 
 
-def test_drop_while_idle_keeps_the_same_shell(durable_kernel, server):
+@pytest.mark.parametrize("relay_too", [True, False], ids=["relay-killed", "relay-cut-off"])
+def test_drop_while_idle_keeps_the_same_shell(durable_kernel, server, relay_too):
     kernel = durable_kernel()
     kernel.ok("cd /tmp; IDLE_PLAIN=still-here; idle_fn() { echo fn-ok; }")
     _, pid = remote_state(kernel)
-    server.kill_sessions()
+    # Cut off, the relay sees its channel close right after the kernel's
+    # last heartbeat, as when the kernel dies: the kernel's return within
+    # the grace keeps the shell.
+    server.kill_sessions(include_commands=relay_too)
     time.sleep(1.0)
     execution = kernel.run("echo $IDLE_PLAIN; idle_fn; pwd; echo $$")
     assert execution.status == "ok", (execution.errors, execution.stderr)
@@ -172,14 +177,58 @@ def test_session_gone_on_reconnect(durable_kernel, server):
     assert kernel.ok("echo ${GONE_VAR-new shell}") == "new shell\n"
 
 
-def test_idle_reaper_stops_a_session_whose_kernel_vanished(durable_kernel):
+def vanish_silently(kernel, server) -> None:
+    """The kernel goes as behind a dead network: no word from it for longer
+    than the host waits for one (durable.HEARD_WITHIN), then sshd's timeouts
+    close its channels (here: its sshd processes killed, not its commands)."""
+    os.kill(kernel.pid, signal.SIGSTOP)
+    time.sleep(HEARD_WITHIN + 3)
+    assert server.kill_sessions(include_commands=False), "no SSH session to kill"
+
+
+def test_idle_reaper_stops_a_session_whose_kernel_vanished(durable_kernel, server):
     kernel = durable_kernel("--remote-idle-timeout", "5")
     state, pid = remote_state(kernel)
     kernel.ok("sleep 1000.73 &")
+    vanish_silently(kernel, server)
     os.kill(kernel.pid, signal.SIGKILL)  # no shutdown: the kernel is simply gone
-    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}") and not state.exists(),
-                      timeout=40)
+    assert wait_until(lambda: not alive(pid) and not state.exists(), timeout=40)
     assert wait_until(lambda: not pids_matching("1000.73"), timeout=5)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "shutdown_kernel(now=True)"])
+def test_a_killed_kernels_shell_ends_within_15_s(durable_kernel, how):
+    """nbval, jupyter_client's shutdown_kernel(now=True) and a restart after a
+    hung kernel kill it: its connection closes at once, and its shell, cell
+    and jobs end within moments, not after --remote-idle-timeout (1 h)."""
+    kernel = durable_kernel()
+    state, pid = remote_state(kernel)
+    kernel.ok("sleep 1000.91 & (sleep 1000.93 &)")
+    kernel.start("sleep 1000.92")
+    assert wait_until(lambda: pids_matching("1000.92"), timeout=10)
+    if how == "SIGKILL":
+        os.kill(kernel.pid, signal.SIGKILL)
+    else:
+        kernel.km.shutdown_kernel(now=True)
+    assert wait_until(lambda: not alive(pid) and not any(
+        pids_matching(f"1000.9{n}") for n in (1, 2, 3)), timeout=15), "the shell outlived its kernel"
+    assert wait_until(lambda: not state.exists(), timeout=5)
+
+
+def test_a_connection_lost_silently_keeps_its_shell(durable_kernel, server):
+    """A dropped network gives the host no word for a long time before sshd
+    closes the relay's channel: not a dead kernel, so the shell stays for
+    the kernel to come back (after more than the grace a dead one gets)."""
+    kernel = durable_kernel()
+    kernel.ok("KEPT=yes")
+    _, pid = remote_state(kernel)
+    try:
+        vanish_silently(kernel, server)
+        time.sleep(REATTACH_GRACE + 4)
+        assert alive(pid), "the shell of a kernel behind a dead network was ended"
+    finally:
+        os.kill(kernel.pid, signal.SIGCONT)
+    assert kernel.ok("echo $KEPT $$") == f"yes {pid}\n"
 
 
 def spooled_stdout(state: Path) -> int:

@@ -96,7 +96,9 @@ def test_help_says_what_it_does(capsys):
     text = capsys.readouterr().out
     for expected in ("NOTEBOOK", "-o OUT", "-p NAME VALUE", "--kernel NAME", "--timeout S",
                      "--allow-errors", "injected-parameters", "raises-exception",
-                     "report.ipynb -> report.out.ipynb", "metadata.shell_kernel", "exit status"):
+                     "report.ipynb -> report.out.ipynb", "metadata.shell_kernel", "exit status",
+                     "deploy.sh -> deploy.out.ipynb", "--parameters-yaml FILE", "--no-timing",
+                     "--compare PREVIOUS", "--fail-on-change", "3 with --fail-on-change"):
         assert expected in text, expected
 
 

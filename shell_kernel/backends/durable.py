@@ -54,6 +54,18 @@ ACK_TIMEOUT = 5.0
 # stream. A kernel that is reading, however slowly, loses nothing.
 SPOOL_STALL_SECONDS = 3
 SPOOL_KEEP_BYTES = 16 << 20
+# A dead kernel is not a dropped network: its host closes the connection at
+# once, while a network that dropped gives the host no word for a long time
+# (until sshd's ClientAlive or TCP keepalive timeouts). So the kernel of a
+# session that is not named sends a heartbeat line on its relay's input every
+# HEARTBEAT_INTERVAL seconds (relay.sh drops it); a relay whose input ends
+# within HEARD_WITHIN seconds of the kernel's last line waits REATTACH_GRACE
+# seconds for the kernel to come back, then ends the session. Input that ends
+# after a longer silence leaves the session to its idle timeout.
+HEARTBEAT = "#shell_kernel heartbeat"
+HEARTBEAT_INTERVAL = 3.0
+HEARD_WITHIN = 8
+REATTACH_GRACE = 8
 
 
 class RelayHeaders:
@@ -104,6 +116,7 @@ class DurableShell(ChannelShell):
         # Bytes of each spooled stream delivered so far: where a relay resumes.
         self._offsets = {"stdout": 0, "stderr": 0}
         self._next_ack = 0.0  # when the next _drop_received may run
+        self._heartbeat: threading.Thread | None = None  # a session not named: see _beat
         self._ack_pending = False  # one is scheduled
 
     # ------------------------------------------------------------ starting
@@ -169,8 +182,28 @@ class DurableShell(ChannelShell):
         channel = self._channels.open(command(
             "sh", "-c", RELAY_SCRIPT, "shell_kernel", self._state_dir, str(self._remote_pid),
             headers.marker, str(self._offsets["stdout"]), str(self._offsets["stderr"]),
-            str(RELAY_SHELL_ENDED), str(RELAY_RESTART), *owner))
+            str(RELAY_SHELL_ENDED), str(RELAY_RESTART), self._bash_argv[0], HEARTBEAT,
+            str(HEARD_WITHIN), "0" if self._owner else str(REATTACH_GRACE), *owner))
         self._read(channel, lambda relay, stream, data: self._deliver(relay, headers, stream, data))
+        if not self._owner and self._heartbeat is None:
+            self._heartbeat = threading.Thread(target=self._beat, name="shell-kernel-heartbeat",
+                                               daemon=True)
+            self._heartbeat.start()
+
+    def _beat(self) -> None:
+        """Until closed: a heartbeat on the relay's input, unless a send is
+        under way (a word from the kernel all the same)."""
+        while not self._closed.wait(HEARTBEAT_INTERVAL):
+            if not self._send_lock.acquire(blocking=False):
+                continue
+            try:
+                channel = self._channel
+                if channel is not None and not channel.closed:
+                    channel.send(HEARTBEAT.encode() + b"\n")
+            except OSError:
+                pass  # the connection went: its reader says so
+            finally:
+                self._send_lock.release()
 
     def reattach(self) -> None:
         """The same shell again, over the transport's new connection."""

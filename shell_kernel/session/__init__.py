@@ -46,7 +46,10 @@ has the same table):
   failure as events.
 - "shell-kernel-sweep" (once per started shell): Backend.sweep.
 - durable backends (SSH, local named): "shell-kernel-spool-ack" timers,
-  a named session's acknowledgements of output received.
+  a named session's acknowledgements of output received; a durable session
+  that is not named: "shell-kernel-heartbeat", a line on the relay's input
+  every few seconds (durable.HEARTBEAT), so that the host tells a dead
+  kernel from a dropped network.
 - SSH backend only: "shell-kernel-ssh-keepalive" (one per connection) and
   an unnamed thread per keepalive ping; "shell-kernel-ssh-side" (opens the
   side channel early); paramiko's own transport thread; "proxy-stderr"

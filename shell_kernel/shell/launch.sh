@@ -351,9 +351,11 @@ case $mode in
     dir=$1
     if [ -n "${3-}" ]; then
       [ "$(value "$dir/owner")" = "$3" ] || { echo "taken $(value "$dir/attached")"; exit 0; }
-      pid_record "$PPID" "$dir/holder"
       date +%s > "$dir/attached" 2>/dev/null
     fi
+    # The kernel's side shell, alive with its connection: a kernel is
+    # attached (the watchdog), or coming back (a relay that saw it go).
+    pid_record "$PPID" "$dir/holder"
     echo alive ;;
   list) list ;;
   kill)
