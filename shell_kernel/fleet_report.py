@@ -310,6 +310,7 @@ def _time(text: str) -> datetime.datetime:
 
 # -------------------------------------------------------------- stdout table
 NAMES_SHOWN = 10  # host names listed for a group on stdout
+GROUPS_SHOWN = 10  # groups of a cell on stdout (summary.json and the page hold them all)
 SAMPLE_SHOWN = 60  # characters of a group's sample on stdout
 
 
@@ -334,8 +335,8 @@ def print_table(out: TextIO, data: dict, json_path, html_path, took: float) -> N
 
 def print_recap(out: TextIO, cells: list[dict]) -> None:
     """Per cell: ok, failed and not run; and where the hosts' outputs differ,
-    each group: its size, digest, the start of its output, and the hosts of
-    all but the largest group."""
+    the first groups: size, digest, the start of the output, and the hosts of
+    all but the largest; then how many more, and which of their hosts failed."""
     print("\ncells:", file=out)
     width = max((len(str(cell["index"])) for cell in cells), default=1)
     for cell in cells:
@@ -345,13 +346,25 @@ def print_recap(out: TextIO, cells: list[dict]) -> None:
               f"{_counts(cell)}{differs}", file=out)
         if len(groups) < 2:
             continue
-        for number, group in enumerate(groups):
+        for number, group in enumerate(groups[:GROUPS_SHOWN]):
             names = group["hosts"]
-            shown = "" if number == 0 else " (" + ", ".join(names[:NAMES_SHOWN]) + (
-                f", ... and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "") + ")"
+            shown = "" if number == 0 else f" ({_names(names)})"
             status = "" if group["exit_code"] == 0 else f" exit {group['exit_code']}"
-            print(f"      {_hosts(len(names))}: {(group['digest'] or '')[:8]}{status} "
-                  f"{json.dumps(_one_line(group['sample'], SAMPLE_SHOWN))}{shown}", file=out)
+            sample = json.dumps(_one_line(group["sample"], SAMPLE_SHOWN), ensure_ascii=False)
+            print(f"      {_hosts(len(names))}: {(group['digest'] or '')[:8]}{status} {sample}{shown}",
+                  file=out)
+        rest = groups[GROUPS_SHOWN:]
+        if rest:
+            failed = [name for group in rest if group["exit_code"] != 0 for name in group["hosts"]]
+            print(f"      ... and {len(rest)} more groups of "
+                  f"{_hosts(sum(len(group['hosts']) for group in rest))}"
+                  + (f" ({len(failed)} failed: {_names(failed)})" if failed else "")
+                  + ": see summary.json or summary.html", file=out)
+
+
+def _names(names: list[str]) -> str:
+    more = len(names) - NAMES_SHOWN
+    return ", ".join(names[:NAMES_SHOWN]) + (f", ... and {more} more" if more > 0 else "")
 
 
 def _counts(cell: dict) -> str:

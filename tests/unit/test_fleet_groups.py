@@ -3,11 +3,14 @@ pure logic. No kernel, shell or host."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from nbformat import NotebookNode
 
 from shell_kernel.fleet_drift import (PLACEHOLDER, SAMPLE_CHARS, cell_groups, fingerprint,
                                       normalizer, own_names)
+from shell_kernel.fleet_report import GROUPS_SHOWN, print_recap
 from shell_kernel.fleet_shards import parse_shard, shard_names
 from shell_kernel.notebook_job import RunError
 
@@ -119,3 +122,37 @@ def test_shards_cover_the_hosts_once_whatever_their_order():
         assert slices == [shard_names(names[::-1], index, count) for index in range(1, count + 1)]
     assert shard_names(["c", "a", "b", "d"], 1, 2) == {"a", "b"}
     assert shard_names(["a"], 1, 2) == set() and shard_names(["a"], 2, 2) == {"a"}
+
+
+# ------------------------------------------------------- the stdout recap
+def test_the_recap_shows_a_few_groups_and_the_smaller_groups_hosts():
+    hosts = {f"h{n:02}": host((0, 0, "same" if n <= 30 else f"d{n}")) for n in range(1, 46)}
+    hosts["h01"] = host((0, 2, "bad"))
+    samples = {"same": "größe: 12 MB\n", "bad": "\x1b[31mno\n"}
+    cells = [{"title": "Sizes", **cell} for cell in cell_groups([0], hosts, samples)]
+    out = io.StringIO()
+    print_recap(out, cells)
+    lines = out.getvalue().splitlines()
+    assert lines[:6] == [
+        "", "cells:", "  cell 0  Sizes: 44 ok, 1 failed; 17 different outputs:",
+        '      29 hosts: same "größe: 12 MB"',  # as printed, not escaped
+        '      1 host: bad exit 2 "\\u001b[31mno" (h01)',  # control characters escaped
+        '      1 host: d31 "" (h31)']
+    assert lines[GROUPS_SHOWN + 3] == \
+        "      ... and 7 more groups of 7 hosts: see summary.json or summary.html"
+    assert len(lines) == GROUPS_SHOWN + 4
+    # failed hosts past the groups shown are named
+    many = {f"h{n:02}": host((0, 0, f"d{n}")) for n in range(1, 20)}
+    many["h02"] = host((0, 2, "bad"))
+    many["h19"] = host((0, 3, "worse"))
+    out = io.StringIO()
+    print_recap(out, [{"title": "t", **cell} for cell in cell_groups([0], many, samples)])
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == ("      ... and 9 more groups of 9 hosts (1 failed: h19): "
+                         "see summary.json or summary.html")
+    # a smaller group of many hosts: the first ten named
+    split = {f"h{n:02}": host((0, 0, "a" if n <= 15 else "b")) for n in range(1, 28)}
+    out = io.StringIO()
+    print_recap(out, [{"title": "t", **cell} for cell in cell_groups([0], split, {})])
+    assert out.getvalue().splitlines()[-1] == \
+        '      12 hosts: b "" (h16, h17, h18, h19, h20, h21, h22, h23, h24, h25, ... and 2 more)'
