@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .fleet_report import cells_summary, print_table, write_reports
+from .fleet_shards import shard_names
 from .jobs import OK, SKIPPED
 from .notebook_job import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunError
 from .output_files import UnsafeOutput, check_dir, new_file, write_file
@@ -51,8 +52,8 @@ def read_shard(directory: Path) -> dict:
 
 
 def check(shards: dict[Path, dict]) -> None:
-    """One notebook, one host list, each host in one directory only."""
-    (first_dir, first), *others = shards.items()
+    """One notebook, one host list, each shard whole, each host in one directory only."""
+    first_dir, first = next(iter(shards.items()))
     owner: dict[str, Path] = {}
     for directory, data in shards.items():
         if data["shard"]["notebook_sha256"] != first["shard"]["notebook_sha256"]:
@@ -63,6 +64,11 @@ def check(shards: dict[Path, dict]) -> None:
                 (first["shard"]["hosts"], first["shard"]["count"]):
             raise RunError(f"{directory} is shard {_label(data)} of another host list than "
                            f"{first_dir} (shard {_label(first)}); merge joins the shards of one run")
+        slice_names = shard_names(first["shard"]["hosts"], data["shard"]["index"], first["shard"]["count"])
+        if set(data["hosts"]) != slice_names:
+            raise RunError(f"{directory}/summary.json does not hold the hosts of shard "
+                           f"{_label(data)} ({len(data['hosts'])} there, {len(slice_names)} in the "
+                           "slice); give the shard's directory as its run left it")
         for name in data["hosts"]:
             if name in owner:
                 raise RunError(f"{owner[name]} and {directory} both hold host {name} (shards "

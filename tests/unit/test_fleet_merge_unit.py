@@ -104,13 +104,15 @@ def test_what_merge_refuses(tmp_path):
     other_nb["hosts"] = {"web2": host("ok")}
     other_list = copy.deepcopy(other_nb)
     other_list["shard"].update(notebook_sha256="n1", hosts=["web1", "web2"])
-    same_host = copy.deepcopy(base)
-    same_host["shard"]["index"] = 2
+    same_host = copy.deepcopy(base)  # shard 1/2 again
+    partial = copy.deepcopy(other_nb)
+    partial["shard"]["notebook_sha256"] = "n1"  # shard 2/2 without web3
     old = {key: value for key, value in base.items() if key != "cells"}
     missing = copy.deepcopy(base)
     missing["hosts"] = {"web1": host("ok", notebook="gone.ipynb")}
     cases = [(other_nb, "ran another notebook than"), (other_list, "of another host list than"),
-             (same_host, "both hold host web1 (shards 1/2 and 2/2)"),
+             (same_host, "both hold host web1 (shards 1/2 and 1/2)"),
+             (partial, "summary.json does not hold the hosts of shard 2/2 (1 there, 2 in the slice)"),
              (old, "has no cells: written by another version"),
              ({"hosts": {}}, "is not from a --shard run"),
              (missing, "gone.ipynb (host web1's notebook) is missing")]
