@@ -5,8 +5,9 @@ counts and groups (made again from every host's digests, fleet_drift.py),
 and the hosts' notebooks (and spilled output) copied into OUT.
 
 Everything is checked before anything is written: directories of different
-notebooks (or parameters) or host lists, or holding the same hosts, are
-refused. Shards not given leave their hosts `skipped`, saying so.
+notebooks (or parameters) or host lists, not holding their slice's hosts, or
+holding the same hosts, are refused. Shards not given leave their hosts
+`skipped`, saying so.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .fleet_report import cells_summary, print_table, write_reports
 from .fleet_shards import shard_names
 from .jobs import OK, SKIPPED
 from .notebook_job import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunError
-from .output_files import UnsafeOutput, check_dir, new_file, write_file
+from .output_files import check_dir, new_file, write_file
 
 
 KEYS = ("notebook", "started", "finished", "parameters", "exit_status", "stop_reason", "hosts",
@@ -149,7 +150,7 @@ def merge(directories: list[Path], out: Path, report: TextIO | None = None) -> i
                 if host["notebook"]:
                     copy_host_files(directory, host["notebook"], out)
         json_path, html_path = write_reports(data, out)
-    except UnsafeOutput as err:
+    except OSError as err:  # UnsafeOutput too: OUT is another user's, or a file
         raise RunError(f"-o {out}: {err}") from None
     took = (datetime.datetime.fromisoformat(data["finished"])
             - datetime.datetime.fromisoformat(data["started"])).total_seconds()
