@@ -1,7 +1,7 @@
 """The drift figure: what grouping hosts by output (shell_kernel/fleet_drift.py)
 adds to a fleet run.
 
-    .venv/bin/python bench/drift.py [--hosts 100] [--repeat 3] [--out bench/README.md]
+    .venv/bin/python bench/drift.py [--hosts 100] [--repeat 3] [--shards 2] [--out bench/README.md]
 
 The hosts are bench/fleet.py's: one OpenSSH server on 127.0.0.1 under N ssh
 config aliases. The notebook has five cells, one of which prints something
@@ -14,7 +14,9 @@ runner does when a cell ends, and the groups made from summary.json's hosts
 as the report does; the CPU time of that, against the run's wall time and
 CPU, is the figure (the repeat with the median wall time). The run's own
 groups are checked: the drifted cell splits 97 / 3 on 100 hosts, and each
-host's digests in summary.json are the ones made here.
+host's digests in summary.json are the ones made here. Then the same run as
+--shards slices (`--shard I/N`, all at once, as N controllers would run them)
+and `merge`: its summary.json must be the last whole run's, timings aside.
 Writes the DRIFT section of --out and bench/results/drift.json.
 """
 
@@ -107,6 +109,37 @@ def grouping_cost(out_dir: Path) -> dict:
                                 for cell in nb.cells for o in cell.outputs)}
 
 
+def shards(hosts: Hosts, nb: Path, root: Path, count: int, whole: dict) -> dict:
+    """The run as `count` shards at once, merged; the same summary as one run?"""
+    started = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-m", "shell_kernel", "run", str(nb), "--hosts",
+                               ",".join(hosts.names), "--jobs", str(hosts.count), "--ssh-config",
+                               str(hosts.config), "--output-dir", str(root / f"shard-{number}"),
+                               "--shard", f"{number}/{count}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for number in range(1, count + 1)]
+    statuses = [proc.wait(timeout=1800) for proc in procs]
+    wall = time.perf_counter() - started
+    started = time.perf_counter()
+    merge = subprocess.run([sys.executable, "-m", "shell_kernel", "merge",
+                            *[str(root / f"shard-{number}") for number in range(1, count + 1)],
+                            "-o", str(root / "merged")], capture_output=True, text=True, timeout=600)
+    merge_wall = time.perf_counter() - started
+    merged = json.loads((root / "merged" / "summary.json").read_text())
+    return {"shards": count, "statuses": statuses, "wall_s": round(wall, 3),
+            "merge_status": merge.returncode, "merge_wall_s": round(merge_wall, 3),
+            "same_as_one_run": _untimed(merged) == _untimed(whole)}
+
+
+def _untimed(data: dict) -> dict:
+    """summary.json without what differs from run to run: its times."""
+    data = {key: value for key, value in data.items() if key not in ("started", "finished")}
+    data["hosts"] = {name: {**host, "duration_s": None,
+                            "cells": [{**cell, "duration_s": None} for cell in host["cells"]]}
+                     for name, host in data["hosts"].items()}
+    return data
+
+
 def _hostname() -> str:
     return subprocess.run(["bash", "-c", 'printf %s "$HOSTNAME"'], capture_output=True,
                           text=True).stdout
@@ -136,6 +169,11 @@ def render(results: dict) -> str:
         f"to the run's wall time at most (it runs on the hosts' worker threads while others "
         f"wait for their hosts) and is {100 * best['cost']['drift_cpu_s'] / best['run']['cpu_s']:.2f}% "
         "of the runner's CPU.", "",
+        *([f"The same run as {results['shards']['shards']} shards at once (`--shard I/"
+           f"{results['shards']['shards']}`, {results['shards']['wall_s']:.1f} s) merged "
+           f"({results['shards']['merge_wall_s']:.1f} s): the merged summary.json "
+           + ("is the one run's, timings aside." if results["shards"]["same_as_one_run"]
+              else "DIFFERS from the one run's."), ""] if results.get("shards") else []),
         END])
 
 
@@ -143,6 +181,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--shards", type=int, default=2, help="0: no shard run")
     parser.add_argument("--out", type=Path, default=HERE / "README.md")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="drift-bench-"))
@@ -160,7 +199,10 @@ def main() -> int:
             cost = grouping_cost(out_dir)
             log(f"  grouping: {cost}")
             results["runs"].append({"run": measured, "cost": cost})
-            shutil.rmtree(out_dir)
+        if args.shards:
+            whole = json.loads((out_dir / "summary.json").read_text())
+            results["shards"] = shards(hosts, nb, root, args.shards, whole)
+            log(f"shards: {results['shards']}")
     finally:
         hosts.stop()
         shutil.rmtree(root, ignore_errors=True)
