@@ -186,10 +186,13 @@ def test_compare_with_an_earlier_run(jupyter_prefix, tmp_path):
     changed = cli([book, "--kernel", "shell-test", "--compare", "first.ipynb",
                    "--fail-on-change", "-o", "third.ipynb"], tmp_path)
     assert changed.returncode == EXIT_CHANGED, changed.stdout + changed.stderr
+    # Compared with the file it then replaces (read before the run).
     unchanged = cli([book, "--kernel", "shell-test", "--compare", "second.ipynb",
-                     "--fail-on-change", "-o", "fourth.ipynb"], tmp_path)
+                     "--fail-on-change", "-o", "second.ipynb"], tmp_path)
     assert unchanged.returncode == EXIT_OK, unchanged.stdout + unchanged.stderr
     assert "SAME: 0 of 4 code cells changed" in unchanged.stdout
+    again = nbformat.read(tmp_path / "second.ipynb", as_version=4).metadata.shell_kernel.compare
+    assert again["previous"] == "second.ipynb" and again["changed"] == 0
     # A failed cell still exits 1, changed or not.
     book.write_text("# %%\necho same\n\n# %%\nexit 5\n")
     failed = cli([book, "--kernel", "shell-test", "--compare", "second.ipynb",
