@@ -19,6 +19,9 @@ with jobs (forks) = N and = 10:
   hosts and extrapolated (per-host mean x N) beyond, as the table says;
 - floor: one Python process, one thread and one paramiko connection per host
   (shell_kernel's own connect()), the five commands in one `bash -c`.
+- parallel-ssh (`pip install parallel-ssh`: libssh2 under gevent), when it is
+  installed: its ParallelSSHClient with pool size = jobs, the same five
+  commands in one `bash -c` per host.
 
 Measured per run: wall time; CPU seconds of the runner (its rusage, which
 includes the processes it waited for: ansible's forks and ssh clients); CPU
@@ -90,7 +93,10 @@ class Hosts:
         deadline = time.monotonic() + timeout
         while True:
             left = len(descendants([self.server.pid]) - {self.server.pid})
-            left += sum(1 for _ in self.tmp.iterdir())
+            # (The user's directory of named sessions, holding the sweep's stamp, stays.)
+            own = self.tmp / f"shell_kernel-{os.getuid()}"
+            left += sum(1 for path in self.tmp.iterdir()
+                        if path != own or {p.name for p in own.iterdir()} - {".swept"})
             if not left or time.monotonic() > deadline:
                 return left
             time.sleep(0.2)
@@ -189,11 +195,14 @@ def notebook(path: Path) -> Path:
 
 
 def shell_kernel_run(hosts: Hosts, nb: Path, n: int, jobs: int, work: Path,
-                     durable: bool = False) -> dict:
+                     durable: bool = False, code: Path | None = None) -> dict:
+    """code: a checkout of other shell_kernel code to run instead (put first
+    on PYTHONPATH), e.g. a git worktree of an older commit."""
     out = work / f"sk-{n}-{jobs}-{'d' if durable else 'c'}"
+    env = {**os.environ, "PYTHONPATH": str(code)} if code else None
     result = measure([sys.executable, "-m", "shell_kernel", "run", nb, "--hosts",
                       f"@{hosts.host_file(n)}", "--ssh-config", hosts.config, "--jobs", jobs,
-                      "--output-dir", out] + (["--durable"] if durable else []), hosts)
+                      "--output-dir", out] + (["--durable"] if durable else []), hosts, env=env)
     try:
         statuses = [h["status"] for h in json.loads((out / "summary.json").read_text())["hosts"].values()]
         result["ok_hosts"] = statuses.count("ok")
@@ -293,14 +302,66 @@ def floor_run(hosts: Hosts, n: int) -> dict:
     return result
 
 
+PSSH_CODE = """
+import sys
+from pssh.clients import ParallelSSHClient
+n, port, user, key, jobs, command = sys.argv[1:]
+client = ParallelSSHClient(["127.0.0.1"] * int(n), user=user, port=int(port), pkey=key,
+                           pool_size=int(jobs), num_retries=1, timeout=120)
+output = client.run_command(command)
+client.join(output)
+ok = 0
+for host in output:
+    for _ in host.stdout:
+        pass
+    ok += host.exit_code == 0
+print("ok", ok)
+"""
+
+
+def pssh_run(hosts: Hosts, n: int, jobs: int) -> dict:
+    """parallel-ssh (libssh2, gevent): ParallelSSHClient with pool size = jobs,
+    the five commands in one `bash -c` per host, as the floor runs them."""
+    command = "bash -c " + json.dumps("; ".join(STEPS))
+    server = hosts.server
+    result = measure([sys.executable, "-c", PSSH_CODE, n, server.port, server.user,
+                      server.user_key_path, jobs, command], hosts)
+    words = result["output_tail"].split()
+    result["ok_hosts"] = int(words[-1]) if words[-2:-1] == ["ok"] else 0
+    return result
+
+
+def has_pssh() -> bool:
+    try:
+        import pssh  # noqa: F401 - only whether it is there
+    except ImportError:
+        return False
+    return True
+
+
 def median_of(repeat: int, run) -> dict:
     """The run with the median wall time of `repeat` runs, with every wall
     time (a 2-CPU machine shared with a hundred hosts' shells varies by a
     quarter from run to run)."""
-    results = sorted((run() for _ in range(repeat)), key=lambda result: result["wall_s"])
+    return _median([run() for _ in range(repeat)])
+
+
+def _median(results: list[dict]) -> dict:
+    results = sorted(results, key=lambda result: result["wall_s"])
     chosen = results[len(results) // 2]
     chosen["walls_s"] = [result["wall_s"] for result in results]
     return chosen
+
+
+def paired(repeat: int, runs: dict) -> dict:
+    """Each of runs (name: run) `repeat` times, taking turns (A B C A B C...),
+    so that the machine's drift (other work on it) falls on all alike; the
+    median-wall run of each, by name."""
+    done = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, run in runs.items():
+            done[name].append(run())
+    return {name: _median(results) for name, results in done.items()}
 
 
 def startup_run(hosts: Hosts) -> dict:
@@ -364,11 +425,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure the naive way up to this many hosts, extrapolate beyond")
     parser.add_argument("--ansible-max", type=int, default=200,
                         help="run ansible-playbook up to this many hosts")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="only this --jobs for every size (instead of N and --fixed-jobs)")
+    parser.add_argument("--old", type=Path, default=None,
+                        help="also run shell_kernel from this checkout (e.g. a git worktree of "
+                             "an older commit), in turns with this one: 'shell_kernel (old)'")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated contenders to run (by the start of their names, "
+                             "e.g. shell_kernel,parallel-ssh,floor)")
     parser.add_argument("--out", type=Path, default=HERE / "README.md")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "fleet.json")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     has_ansible = Path(sys.executable).with_name("ansible-playbook").exists()
+    pssh_available = has_pssh()
     results = {"meta": _meta(), "startup": {}, "rows": []}
     work = Path(tempfile.mkdtemp(prefix="shell-kernel-fleet-bench-"))
     hosts = Hosts(work / "hosts", max(sizes))
@@ -377,9 +447,16 @@ def main(argv: list[str] | None = None) -> int:
         results["startup"] = startup_run(hosts)
         naive_per_host = None
         for n in sizes:
-            for jobs in dict.fromkeys([n, min(args.fixed_jobs, n)]):
-                contenders = [("shell_kernel", lambda: median_of(
-                    args.repeat, lambda: shell_kernel_run(hosts, nb, n, jobs, work)))]
+            for jobs in [args.jobs] if args.jobs else dict.fromkeys([n, min(args.fixed_jobs, n)]):
+                turns = {"shell_kernel": lambda: shell_kernel_run(hosts, nb, n, jobs, work)}
+                if args.old:
+                    turns["shell_kernel (old)"] = lambda: shell_kernel_run(hosts, nb, n, jobs, work,
+                                                                           code=args.old)
+                if pssh_available:
+                    turns["parallel-ssh (pool = jobs)"] = lambda: pssh_run(hosts, n, jobs)
+                medians = {}
+                contenders = [(name, lambda name=name: medians.setdefault(
+                    "all", paired(args.repeat, turns))[name]) for name in turns]
                 if jobs == n:
                     contenders.append(("shell_kernel --durable",
                                        lambda: shell_kernel_run(hosts, nb, n, jobs, work, True)))
@@ -391,6 +468,10 @@ def main(argv: list[str] | None = None) -> int:
                     contenders.append(("naive (one run per host)",
                                        lambda: naive_run(hosts, nb, n, work, work / "prefix")
                                        if n <= args.naive_max else None))
+                if args.only:
+                    wanted = args.only.split(",")
+                    contenders = [(name, run) for name, run in contenders
+                                  if any(name.startswith(w) for w in wanted)]
                 base = None
                 for name, run in contenders:
                     log(f"N={n} jobs={jobs}: {name}")

@@ -40,11 +40,24 @@ class Reaper:
     def __init__(self, backend: Backend, shell_pid: int, state_dir: str):
         self._backend = backend
         self._args = [str(shell_pid), state_dir]
+        # reap.sh runs from the session's directory (a durable session's
+        # launch put it there; else the first step does), not sent each time.
+        self._path = f"{state_dir}/reap.sh"
+        self._installed = True  # until a step finds it is not
 
     def _run(self, mode: str, signal_name: str, pids: Sequence[str] = (),
              timeout: float = 10.0) -> list[str]:
-        result = self._backend.side_command(REAP_SCRIPT, [mode, signal_name, *self._args, *pids],
-                                            timeout=timeout)
+        args = [mode, signal_name, *self._args, *pids]
+        result = None
+        if self._installed:
+            result = self._backend.side_command(shell.RUN_INSTALLED, [self._path, *args],
+                                                timeout=timeout, urgent=True)
+            self._installed = result.status != shell.NOT_INSTALLED
+        if not self._installed:
+            result = self._backend.side_command(shell.INSTALL_AND_RUN,
+                                                [self._path, REAP_SCRIPT, *args],
+                                                timeout=timeout, urgent=True)
+            self._installed = True
         log.debug("reap %s %s: %s", mode, signal_name, result.stdout.strip())
         return result.stdout.split()
 

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
+from shell_kernel import shell
 from shell_kernel.backends import Backend, BackendError, Capabilities, ShellExit, SideResult, Started
 
 TOKEN = re.compile(rb"__shell_kernel_token=([0-9a-f]+)")
@@ -141,8 +142,11 @@ class FakeShell(Backend):
         else:
             self.end_cell(seq, script.status, script.cwd)
 
-    def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
+    def side_command(self, script: str, args: list[str], timeout: float = 10.0,
+                     urgent: bool = False) -> SideResult:
         self._maybe_fail("side_command")
+        if script == shell.RUN_INSTALLED:  # reap.sh, by its path
+            args = args[1:]
         mode, signal_name = args[0], args[1]
         self.side_calls.append((mode, signal_name))
         self.side_args.append(list(args))

@@ -83,6 +83,14 @@ def spooled_bytes(state: Path) -> int:
     return sum(f.stat().st_size for f in state.iterdir() if f.is_file())
 
 
+def left_in(tmpdir: Path) -> list[Path]:
+    """What sessions left in a host's TMPDIR, but for the user's directory of
+    named sessions holding only the sweep's stamp (launch.sh sweep)."""
+    own = tmpdir / f"shell_kernel-{os.getuid()}"
+    return [path for path in tmpdir.iterdir()
+            if path != own or {p.name for p in own.iterdir()} - {".swept"}]
+
+
 def keys_away(server: SSHServer) -> Path:
     """No way back in until the returned path is renamed back."""
     keys = server.authorized_keys_path
@@ -273,7 +281,7 @@ def test_remote_tmpdir_with_spaces_and_quotes(host, tmp_path):
     execution = drop_connection_during(kernel, shaped.server, TICKS)
     assert execution.stdout == TICKS_OUT
     kernel.shutdown()
-    assert wait_until(lambda: not any(tmpdir.iterdir()) and not pids_matching(str(state)))
+    assert wait_until(lambda: not left_in(tmpdir) and not pids_matching(str(state)))
 
 
 def test_a_durable_start_that_fails_removes_what_it_launched(host, tmp_path):
@@ -285,7 +293,7 @@ def test_a_durable_start_that_fails_removes_what_it_launched(host, tmp_path):
     execution = kernel.run("echo never", timeout=60)
     assert execution.status == "error"
     assert wait_until(lambda: not pids_matching("1000.93"), timeout=15)
-    assert wait_until(lambda: not any(tmpdir.iterdir()), timeout=5)
+    assert wait_until(lambda: not left_in(tmpdir), timeout=5)
 
 
 # ------------------------------------------------- what a lost host left behind
@@ -342,3 +350,65 @@ def test_the_next_session_removes_only_state_directories_proved_dead(host, tmp_p
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_stop_does_not_wait_for_a_sweep_of_other_users_sessions(host, tmp_path):
+    """A shared host's TMPDIR holds other users' sessions: the sweep looks at
+    this user's only, and nothing waits for it. (3,000 of them once held the
+    side shell for 10 s, and a Stop behind it.)"""
+    tmpdir = tmp_path / "crowded tmp"
+    tmpdir.mkdir()
+    day_ago = time.time() - 2 * 86400
+    for i in range(3000):
+        other = tmpdir / f"shell_kernel.other{i:05d}"
+        other.mkdir(mode=0o700)
+        (other / "shell.start").write_text("999999999 1\n")
+        os.chown(other / "shell.start", 65534, 65534)
+        os.chown(other, 65534, 65534)
+        os.utime(other, (day_ago, day_ago))
+    kernel = host(TMPDIR=str(tmpdir)).kernel()
+    assert kernel.ok("echo first") == "first\n"  # the shell is up: its sweep starts
+    msg_id = kernel.start("sleep 1000.881")
+    assert wait_until(lambda: pids_matching("1000.881"), timeout=30)
+    started = time.monotonic()
+    kernel.km.interrupt_kernel()
+    execution = kernel.collect(msg_id, timeout=60)
+    assert execution.status == "error"
+    assert time.monotonic() - started < 5.0
+    assert len(list(tmpdir.glob("shell_kernel.other*"))) == 3000
+
+
+def _children_faults(pid: int) -> int:
+    """Minor faults of pid's children that it has reaped (cminflt): it grows
+    with every child that ran and ended, however briefly."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[8])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def test_an_idle_durable_session_forks_nothing_on_its_host(host):
+    """The shell, its spool copiers and its watchdog cost an idle session's
+    host nothing: no process is started while no cell runs (a `sleep 5` loop
+    and a `cat` per look did, 37 processes every 20 s with the relay). The
+    relay (relay.sh) is left out here: it is the connection's, not the
+    session's."""
+    from shell_kernel.testing.processes import descendants
+    kernel = host().kernel()
+    state, _ = remote_state(kernel)
+    relay = int((state / "relay.pid").read_text().split()[0])
+
+    def session() -> dict[int, int]:
+        roots = {p for p in pids_matching(str(state)) if p != relay} - descendants([relay])
+        roots |= {int((state / name).read_text().split()[0]) for name in ("watchdog.pid",
+                                                                          "wrapper.pid")}
+        procs = (roots | descendants(sorted(roots))) - descendants([relay]) - {relay}
+        return {pid: _children_faults(pid) for pid in procs}
+
+    time.sleep(6)  # past the first looks
+    before = session()
+    time.sleep(12)  # two of the watchdog's looks, at least
+    after = session()
+    changed = {p for p in after if before.get(p) != after[p]}
+    assert before == after, {p: (before.get(p), after[p], Path(f"/proc/{p}/cmdline").read_bytes()[:80])
+                             for p in changed}

@@ -110,3 +110,83 @@ def test_durable_kernel_reading_slower_than_the_cell_prints_loses_nothing(ssh_ke
     spilled = Path(execution.meta["output_file"]).read_bytes()
     assert len(execution.stdout) + len(spilled) == 100_000_001
     assert spilled.rstrip(b"\n") == b"x" * (len(spilled) - 1)
+
+
+# ------------------------------------------------------------ side commands
+def _side_backend(kind: str, sshd):
+    """A backend reaching its host for side commands only (no shell started)."""
+    from shell_kernel.backends import local, ssh
+    from shell_kernel.backends.ssh_target import resolve
+    if kind == "local":
+        return local.LocalBackend()
+    backend = ssh.SSHBackend(resolve("testhost", str(sshd.ssh_config)), clean=True,
+                             durable=kind == "ssh-durable")
+    backend.open_connection()
+    return backend
+
+
+@pytest.mark.parametrize("kind", ["local", "ssh"])
+def test_a_side_command_that_times_out_is_ended_on_the_host(sshd, kind):
+    """Else it goes on (a fetch of a FIFO, a reap stuck on a frozen /proc),
+    and over SSH everything after it queues behind it in the side shell."""
+    from harness import pids_matching, wait_until
+    from shell_kernel.backends import BackendError
+    backend = _side_backend(kind, sshd)
+    try:
+        with pytest.raises(BackendError):
+            backend.side_command("sleep 1000.771 & sleep 1000.772; echo late", [], timeout=2)
+        assert wait_until(lambda: not pids_matching("1000.771") and not pids_matching("1000.772"),
+                          timeout=15)
+        assert backend.side_command("echo next", [], timeout=10).stdout.strip() == "next"
+    finally:
+        backend.close()
+
+
+def test_an_urgent_side_command_does_not_wait_behind_another(sshd):
+    """An interrupt's steps never queue behind a display's fetch or an
+    acknowledgement that the host is slow to answer."""
+    import threading
+    backend = _side_backend("ssh", sshd)
+    try:
+        backend.side_command("true", [], timeout=10)  # the side shell is open
+        slow = threading.Thread(target=backend.side_command,
+                                args=("sleep 4; echo slow", [], 20), daemon=True)
+        slow.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        assert backend.side_command("echo urgent", [], timeout=10, urgent=True).stdout \
+            .strip() == "urgent"
+        assert time.monotonic() - started < 3.0
+        slow.join(20)
+    finally:
+        backend.close()
+
+
+def test_installed_scripts_run_by_path_not_sent_with_each_call(sshd, monkeypatch):
+    """A durable session's reap.sh and spool.sh are in its directory: an
+    interrupt step and an acknowledgement send their path, not their 12-16 KB."""
+    import threading
+    from shell_kernel.backends import ssh
+    from shell_kernel.backends.ssh_target import resolve
+    from shell_kernel.interrupts import Reaper
+    sent: list[bytes] = []
+    original = ssh.SSHChannel.send
+    monkeypatch.setattr(ssh.SSHChannel, "send",
+                        lambda self, data: (sent.append(data), original(self, data))[1])
+    backend = ssh.SSHBackend(resolve("testhost", str(sshd.ssh_config)), clean=True,
+                             durable=True, idle_timeout=60)
+    output = threading.Event()
+    started = backend.start(lambda stream, data: b"hello" in data and output.set(),
+                            lambda ended: None)
+    try:
+        del sent[:]  # the launch's (launch.sh itself, and the scripts it installs)
+        backend.send(b"echo hello\n")
+        assert output.wait(20)
+        time.sleep(2)  # the acknowledgement of that output (SPOOL_ACK_INTERVAL)
+        acks = [data for data in sent if b" drop " in data]
+        assert acks and all(len(data) < 1000 for data in acks), [len(d) for d in acks]
+        del sent[:]
+        Reaper(backend, 1, started.preset_state_dir).note_tree(1)
+        assert sent and all(len(data) < 1000 for data in sent), [len(d) for d in sent]
+    finally:
+        backend.close()

@@ -128,10 +128,13 @@ class Backend(abc.ABC):
         BackendError when it fails."""
 
     @abc.abstractmethod
-    def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
+    def side_command(self, script: str, args: list[str], timeout: float = 10.0,
+                     urgent: bool = False) -> SideResult:
         """Run a short POSIX sh script next to the shell (same host), not in it.
 
-        Thread-safe; raises BackendError when it fails or takes longer than timeout."""
+        Thread-safe; raises BackendError when it fails or takes longer than
+        timeout (it is then ended on the host). An urgent script (an
+        interrupt's) never waits behind another one."""
 
     @abc.abstractmethod
     def fetch(self, path: str) -> bytes:
@@ -271,8 +274,9 @@ class Contained:
     def send(self, data: bytes) -> None:
         self._call("send", data)
 
-    def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
-        return self._call("side_command", script, args, timeout=timeout)
+    def side_command(self, script: str, args: list[str], timeout: float = 10.0,
+                     urgent: bool = False) -> SideResult:
+        return self._call("side_command", script, args, timeout=timeout, urgent=urgent)
 
     def fetch(self, path: str) -> bytes:
         return self._call("fetch", path)

@@ -52,8 +52,9 @@ class ChannelBackend(Backend):
     def send(self, data: bytes) -> None:
         self._shell.send(data)
 
-    def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
-        return self._side.run(script, args, timeout)
+    def side_command(self, script: str, args: list[str], timeout: float = 10.0,
+                     urgent: bool = False) -> SideResult:
+        return self._side.run(script, args, timeout, urgent)
 
     def fetch(self, path: str) -> bytes:
         result = self.side_command(FETCH_SCRIPT, [path], timeout=30)
@@ -80,6 +81,11 @@ class ChannelBackend(Backend):
         self._shell.reattach()
 
     def sweep(self) -> None:
+        # A durable shell's launch.sh swept as it launched or opened it. A side
+        # shell is not opened for this alone (a fleet's hosts have none): the
+        # sessions that open one, and every durable one, sweep often enough.
+        if isinstance(self._shell, DurableShell) or not self._side.is_open():
+            return
         try:
             self.side_command(LAUNCH_SCRIPT, ["sweep"], timeout=LAUNCH_TIMEOUT)
         except BackendError as err:

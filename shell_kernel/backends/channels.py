@@ -8,6 +8,7 @@ caller of SideShell.run); send and close may come from any thread.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import shlex
 import threading
@@ -15,7 +16,9 @@ import time
 from typing import Callable, NamedTuple, Protocol
 
 from . import BackendError, SideResult
-from ..shell import host_words
+from ..shell import host_words, script
+
+log = logging.getLogger("shell_kernel.backends")
 
 
 class ChannelExit(NamedTuple):
@@ -79,71 +82,154 @@ def last_line(text: str) -> str:
     return text.strip("\n").rsplit("\n", 1)[-1]
 
 
-class SideShell:
-    """A `sh` on a channel of its own that runs short scripts on request, so
-    that an interrupt costs no new login and no rc files. Opened when first
-    needed and again after its channel closed. Thread-safe."""
+# The side shell's first script: "PID START" of the side shell itself (see
+# _Lane._give_up), after whatever the rc files print.
+SIDE_PID_SCRIPT = script("pids.sh") + 'echo "$PPID $(pid_start "$PPID")"\n'
+REAP_SCRIPT = script("reap.sh")
+
+
+class _Lane:
+    """One `sh` on a channel of its own, running one script at a time."""
 
     def __init__(self, open_channel: Callable[[bytes], Channel], open_timeout: float):
         self._open_channel = open_channel
         self._open_timeout = open_timeout
         self._channel: Channel | None = None
-        self._open_lock = threading.Lock()  # held while the channel is replaced
-        self._run_lock = threading.Lock()  # one script at a time on the channel
+        self._record: list[str] = []  # the sh's "PID START", when it told
+        self.lock = threading.Lock()  # held while it opens or runs a script
+
+    def is_open(self) -> bool:
+        return self.lock.locked() or (self._channel is not None and not self._channel.closed)
 
     def open(self) -> None:
-        """Open the channel now unless it is open; raises BackendError when it cannot."""
-        with self._open_lock:
-            if self._channel is not None and not self._channel.closed:
-                return
-            try:
-                channel = self._open_channel(b"exec " + command("sh"))
-            except OSError as err:
-                raise BackendError(f"could not open a side channel: {err}") from err
-            # Whatever the login shell's rc files print arrives before this answer.
-            self._run(channel, "true", [], self._open_timeout)
-            self._channel = channel
+        """Open the channel unless it is open (the caller holds the lock)."""
+        if self._channel is not None and not self._channel.closed:
+            return
+        try:
+            channel = self._open_channel(b"exec " + command("sh"))
+        except OSError as err:
+            raise BackendError(f"could not open a side channel: {err}") from err
+        # Whatever the login shell's rc files print arrives before this answer.
+        self._channel = channel
+        record = last_line(self.run(SIDE_PID_SCRIPT, [], self._open_timeout).stdout).split()
+        self._record = record if len(record) == 2 and record[0].isdigit() else []
 
     def run(self, script: str, args: list[str], timeout: float) -> SideResult:
-        self.open()
-        return self._run(self._channel, script, args, timeout)
-
-    def _run(self, channel: Channel, script: str, args: list[str], timeout: float) -> SideResult:
+        """(The caller holds the lock.) A script that does not finish within
+        timeout is ended on the host, with this side shell (see _give_up)."""
+        channel = self._channel
         marker = secrets.token_hex(8)
         line = (command("sh", "-c", script, "shell_kernel", *args)
                 + f" </dev/null 2>&1; printf '\\n{marker} %s\\n' $?\n".encode())
         end = f"\n{marker} ".encode()
-        with self._run_lock:
-            try:
-                channel.send(line)
-                out = bytearray()
-                at = -1  # where the end line starts, once it came
-                deadline = time.monotonic() + timeout
-                while at < 0 or not out.endswith(b"\n"):
-                    left = deadline - time.monotonic()
-                    if channel.closed or left <= 0:
-                        raise BackendError("the side command did not finish")
-                    try:
-                        chunk = channel.read(timeout=left)
-                    except TimeoutError:
-                        continue
-                    if chunk is None:
-                        raise BackendError("the side command did not finish")
-                    if chunk[0] == "stdout":
-                        # Only the new bytes (and the end line's length before
-                        # them) are searched: linear in the output's size (a
-                        # display's fetch is a side command's output).
-                        searched = max(0, len(out) - len(end))
-                        out += chunk[1]
-                        if at < 0:
-                            at = out.find(end, searched)
-            except OSError as err:
-                raise BackendError(f"side command failed: {err}") from err
+        out = bytearray()
+        at = -1  # where the end line starts, once it came
+        try:
+            channel.send(line)
+            deadline = time.monotonic() + timeout
+            while at < 0 or not out.endswith(b"\n"):
+                left = deadline - time.monotonic()
+                if channel.closed or left <= 0:
+                    self._give_up(timed_out=left <= 0)
+                    raise BackendError("the side command did not finish")
+                try:
+                    chunk = channel.read(timeout=left)
+                except TimeoutError:
+                    continue
+                if chunk is None:
+                    self._give_up(timed_out=False)
+                    raise BackendError("the side command did not finish")
+                if chunk[0] == "stdout":
+                    # Only the new bytes (and the end line's length before
+                    # them) are searched: linear in the output's size.
+                    searched = max(0, len(out) - len(end))
+                    out += chunk[1]
+                    if at < 0:
+                        at = out.find(end, searched)
+        except OSError as err:
+            self._give_up(timed_out=False)
+            raise BackendError(f"side command failed: {err}") from err
         body, status = bytes(out[:at]), bytes(out[at + len(end):])
         return SideResult(int(status.strip() or 1), body.decode(errors="surrogateescape"))
 
-    def close(self) -> None:
-        with self._open_lock:
-            channel, self._channel = self._channel, None
+    def _give_up(self, timed_out: bool) -> None:
+        """The channel goes (the next script opens another). A script that
+        timed out would keep its side shell busy, and whatever it waits on
+        held: the side shell and what it runs (its descendants: what a script
+        left running in the background, such as a session's watchdog, has
+        left them) get SIGKILL on the host, from a channel of their own, in
+        the background: the host may be out of reach, which is often why the
+        script did not finish."""
+        channel, self._channel = self._channel, None
+        record, self._record = self._record, []
         if channel is not None:
             channel.close()
+        if record and timed_out:
+            threading.Thread(target=self._end, args=(record,), daemon=True,
+                             name="shell-kernel-side-end").start()
+
+    def _end(self, record: list[str]) -> None:
+        pid, start = record
+        try:
+            ender = self._open_channel(command("sh", "-c", REAP_SCRIPT, "shell_kernel", "orphans",
+                                               "KILL", "0", "-", f"{pid}:{start}"))
+        except (OSError, BackendError) as err:
+            log.info("could not end the side command that timed out: %s", err)
+            return
+        try:
+            deadline = time.monotonic() + self._open_timeout
+            while time.monotonic() < deadline:
+                try:
+                    if ender.read(timeout=deadline - time.monotonic()) is None:
+                        break
+                except TimeoutError:
+                    break
+        except OSError as err:
+            log.info("could not end the side command that timed out: %s", err)
+        finally:
+            ender.close()
+
+    def close(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+
+
+class SideShell:
+    """A `sh` on a channel of its own that runs short scripts on request, so
+    that an interrupt costs no new login and no rc files. Opened when first
+    needed and again after its channel closed. Thread-safe: scripts take
+    turns, except an urgent one (an interrupt's), which never waits behind
+    another (a display's fetch, an acknowledgement): it runs in a second
+    side shell, opened when first needed so, while the first is busy."""
+
+    def __init__(self, open_channel: Callable[[bytes], Channel], open_timeout: float):
+        self._main = _Lane(open_channel, open_timeout)
+        self._spare = _Lane(open_channel, open_timeout)
+
+    def open(self) -> None:
+        """Open the channel now unless it is open; raises BackendError when it cannot."""
+        with self._main.lock:
+            self._main.open()
+
+    def is_open(self) -> bool:
+        """The side shell's channel is open (or being opened)."""
+        return self._main.is_open()
+
+    def run(self, script: str, args: list[str], timeout: float,
+            urgent: bool = False) -> SideResult:
+        lane = self._main
+        if urgent and not lane.lock.acquire(blocking=False):
+            lane = self._spare
+            lane.lock.acquire()
+        elif not urgent:
+            lane.lock.acquire()
+        try:
+            lane.open()
+            return lane.run(script, args, timeout)
+        finally:
+            lane.lock.release()
+
+    def close(self) -> None:
+        for lane in (self._main, self._spare):
+            lane.close()

@@ -20,7 +20,7 @@ import threading
 import time
 
 from .. import named_sessions
-from ..shell import script
+from ..shell import RUN_INSTALLED, script
 from . import (Attached, BackendError, ExitCallback, OutputCallback, SessionGone, SessionTaken,
                ShellExit, Started)
 from .channel_shell import ChannelShell
@@ -282,9 +282,9 @@ class DurableShell(ChannelShell):
 
     def _drop(self, offsets) -> None:
         state = self._state_dir
-        self._side.run(SPOOL_SCRIPT, [
-            "drop", f"{state}/out", str(offsets[0]), f"{state}/err", str(offsets[1]),
-            *([self._owner] if self._owner else [])], ACK_TIMEOUT)
+        self._side.run(RUN_INSTALLED, [  # launch.sh installed spool.sh there
+            f"{state}/spool.sh", "drop", f"{state}/out", str(offsets[0]), f"{state}/err",
+            str(offsets[1]), *([self._owner] if self._owner else [])], ACK_TIMEOUT)
 
     # -------------------------------------------------------------- the end
     def _ended(self, channel: Channel) -> None:

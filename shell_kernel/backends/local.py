@@ -98,16 +98,28 @@ class LocalBackend(Backend):
             except (BrokenPipeError, ValueError, OSError) as err:
                 raise BackendError("the shell is not running") from err
 
-    def side_command(self, script: str, args: list[str], timeout: float = 10.0) -> SideResult:
+    def side_command(self, script: str, args: list[str], timeout: float = 10.0,
+                     urgent: bool = False) -> SideResult:
+        # Each in a process of its own (none waits behind another), leading a
+        # group of its own: one that times out is ended with what it started.
         try:
-            done = subprocess.run(
-                ["/bin/sh", "-c", script, "shell_kernel", *args],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=timeout,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.TimeoutExpired) as err:
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", script, "shell_kernel", *args], stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
+                start_new_session=True)
+        except OSError as err:
             raise BackendError(f"side command failed: {err}") from err
-        return SideResult(done.returncode, done.stdout)
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait()
+            proc.stdout.close()  # (a process that left the group may hold it)
+            raise BackendError(f"side command failed: {err}") from err
+        return SideResult(proc.returncode, stdout)
 
     def open_terminal(self, script: str, args: list[str],
                       on_output: Callable[[bytes], None]) -> Terminal:

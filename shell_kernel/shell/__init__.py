@@ -28,3 +28,20 @@ def script(name: str) -> str:
         text = file.read()
     return "".join(script(line.split()[1]) if line.startswith("#include ") else line
                    for line in text.splitlines(keepends=True))
+
+
+#: `sh -c RUN_INSTALLED shell_kernel PATH ARG...` runs the script installed on
+#: the host at PATH (a session's copy of reap.sh or spool.sh), so that its
+#: text is not sent again with every call; it exits NOT_INSTALLED where PATH
+#: is no file.
+RUN_INSTALLED = 'f=$1; shift; [ -f "$f" ] || exit 125; exec sh "$f" "$@"'
+NOT_INSTALLED = 125
+#: `sh -c INSTALL_AND_RUN shell_kernel PATH TEXT ARG...`: installs TEXT at
+#: PATH unless it is there (its directory the user's own, not a symlink),
+#: then runs it as RUN_INSTALLED does; TEXT itself where it cannot.
+INSTALL_AND_RUN = '''f=$1 text=$2; shift 2
+if [ ! -f "$f" ] && [ -d "${f%/*}" ] && [ ! -L "${f%/*}" ] && [ -O "${f%/*}" ]; then
+  (umask 077; printf '%s' "$text" > "$f.new" && mv -f "$f.new" "$f") 2>/dev/null
+fi
+[ -f "$f" ] && exec sh "$f" "$@"
+exec sh -c "$text" shell_kernel "$@"'''

@@ -10,7 +10,8 @@
 #   launch.sh list             one line per named session of this user
 #   launch.sh kill NAME        stops the named session NAME
 #   launch.sh sweep            removes this user's state directories that
-#                              provably belong to no process any more
+#                              provably belong to no process any more (in
+#                              the background; start and open do it too)
 #
 # start: the shell runs detached from the SSH session that started it (in a
 # session of its own), reading commands from a FIFO; its stdout and stderr
@@ -66,7 +67,7 @@ start() {
 launch() {
   timeout=$1 generation=$2 keep=$3 stall=$4 reap=$5 spool=$6
   shift 6
-  { mkfifo "$dir/in" "$dir/out.fifo" "$dir/err.fifo" && : > "$dir/out.0" && : > "$dir/err.0" &&
+  { mkfifo "$dir/in" "$dir/out.fifo" "$dir/err.fifo" "$dir/watch" "$dir/tick" && : > "$dir/out.0" && : > "$dir/err.0" &&
     printf '%s' "$reap" > "$dir/reap.sh" && printf '%s' "$spool" > "$dir/spool.sh"; } ||
     { rm -rf "$dir"; exit 1; }
 
@@ -106,8 +107,16 @@ launch() {
   (
     trap '' HUP
     trap - EXIT
+    # Every 5 s a tick on the FIFO $dir/watch, from a bash whose `read -t`
+    # waits without a fork (`sleep 5` would fork each time, and so do the
+    # looks below only where there is no /proc: see read_start): an idle
+    # session costs its host nothing. It ends with the directory.
+    "$1" --norc --posix -c 'exec 4<>"$1/tick"
+      while [ -d "$1" ]; do read -t 5 -r _ <&4; echo tick; done' shell_kernel "$dir" \
+      1<>"$dir/watch" 2>/dev/null &
+    exec 3<>"$dir/watch"
     idle=0 ended=0
-    while sleep 5; do
+    while read -r _ <&3; do
       [ -d "$dir" ] || exit 0
       # The shell ended. Its kernel asks how (status) once its relay has seen
       # the end, and then stops the session itself: on a loaded host that
@@ -156,11 +165,17 @@ private() {
   case $1 in ?????w* | ????????w*) return 1 ;; esac
 }
 
-# Sets $sessions, this user's directory of named sessions, making it if need be.
-sessions_dir() {
+# Sets $sessions, this user's directory of named sessions, making it if need
+# be; false unless it is private.
+own_sessions_dir() {
   sessions=${TMPDIR:-/tmp}/shell_kernel-$(id -u)
   mkdir -m 700 "$sessions" 2>/dev/null
-  private "$sessions" && return 0
+  private "$sessions"
+}
+
+# own_sessions_dir, or the refusal.
+sessions_dir() {
+  own_sessions_dir && return 0
   echo "refused $sessions is not a private directory of this user (owned by another user," \
     "a symlink, or writable by others), so no named session can be trusted there; nothing" \
     "was run. Remove it, or set TMPDIR on the host to a directory of your own."
@@ -329,23 +344,46 @@ list() {
 # connection restores cwd and exports from it when it reconnects, which may
 # be long after. One that records no process, or a pid without its start, or
 # is not this user's private directory, is left alone.
+# It costs the host little whatever else is there: at most once an hour per
+# host and user (the stamp $sessions/.swept), only this user's directories
+# unchanged for a day (one find: other users' sessions cost nothing), at most
+# SWEEP_MAX of them a turn; and it runs in the background, so that nothing
+# waits for it.
+SWEEP_MAX=100
 sweep() {
-  for dir in "${TMPDIR:-/tmp}"/shell_kernel.*; do
-    private "$dir" || continue
-    [ -z "$(find "$dir" -mtime -1 2>/dev/null | head -n 1)" ] || continue
-    gone=
-    for record in shell.start wrapper.pid watchdog.pid; do
-      [ -e "$dir/$record" ] || continue
-      pid_gone "$dir/$record" || continue 2
-      gone=yes
+  own_sessions_dir || return 0
+  now=$(date +%s 2>/dev/null) || return 0
+  last=
+  read -r last 2>/dev/null < "$sessions/.swept"
+  case $last in '' | *[!0-9]*) last=0 ;; esac
+  [ $((now - last)) -ge 3600 ] || [ "$last" -gt "$now" ] || return 0
+  echo "$now" > "$sessions/.swept"
+  tmp=${TMPDIR:-/tmp}
+  find "$tmp/." ! -name . -prune -name 'shell_kernel.*' -type d -user "$(id -u)" -mtime +0 \
+    2>/dev/null | {
+    n=0
+    while [ $n -lt $SWEEP_MAX ] && IFS= read -r dir; do
+      n=$((n + 1))
+      dir=$tmp/${dir##*/}
+      private "$dir" || continue
+      [ -z "$(find "$dir" -mtime -1 2>/dev/null | head -n 1)" ] || continue
+      gone=
+      for record in shell.start wrapper.pid watchdog.pid; do
+        [ -e "$dir/$record" ] || continue
+        pid_gone "$dir/$record" || continue 2
+        gone=yes
+      done
+      [ -z "$gone" ] || rm -rf -- "$dir"
     done
-    [ -z "$gone" ] || rm -rf -- "$dir"
-  done
+  }
+}
+sweep_in_background() {
+  (sweep) </dev/null >/dev/null 2>&1 &
 }
 
 case $mode in
-  start) start "$@" ;;
-  open) open_named "$@" ;;
+  start) start "$@"; sweep_in_background ;;
+  open) open_named "$@"; sweep_in_background ;;
   alive)
     [ -p "$1/in" ] && pid_alive "$1/wrapper.pid" && [ "$recorded" = "$2" ] || exit 0
     dir=$1
@@ -371,7 +409,7 @@ case $mode in
     fi ;;
   status) cat "$1/exit_status" 2>/dev/null ;;
   stop) stop "$1" ;;
-  sweep) sweep ;;
+  sweep) sweep_in_background ;;
   *)
     echo "launch.sh: unknown mode $mode" >&2
     exit 2

@@ -42,6 +42,24 @@ pid_start() {
   fi
 }
 
+# read_start PID: sets $pid_now to what pid_start prints, without a fork
+# where /proc is read and the command name holds no newline (read takes one
+# line): so that a watchdog's looks cost its host nothing.
+read_start() {
+  pid_now=
+  case $1 in '' | *[!0-9]*) return 0 ;; esac
+  if procfs; then
+    pid_stat=
+    read -r pid_stat 2>/dev/null < "/proc/$1/stat" || [ -n "$pid_stat" ] || return 0
+    case $pid_stat in *") "*) set -- "$1" ${pid_stat##*) } ;; *) set -- "$1" ;; esac
+    if [ $# -ge 21 ]; then
+      eval "pid_now=\${21}"
+      return 0
+    fi
+  fi
+  pid_now=$(pid_start "$1")
+}
+
 # The awk function same_start(RECORDED, NOW): whether two start words name
 # the same process: equal, or both ps words of one group whose lstart is at
 # most a second apart. (Also used by reap.sh's awk program.)
@@ -79,7 +97,7 @@ pid_record() {
 # pid_is PID START: PID still names the process that started at START.
 pid_is() {
   [ -n "$1" ] && [ -n "${2-}" ] || return 1
-  pid_now=$(pid_start "$1")
+  read_start "$1"
   [ -n "$pid_now" ] || return 1
   [ "$pid_now" = "$2" ] && return 0
   [ "$(start_kind "$2")" = ps ] &&
@@ -105,7 +123,7 @@ pid_gone() {
   recorded= recorded_start=
   read -r recorded recorded_start _ 2>/dev/null < "$1" || return 1
   [ -n "$recorded" ] && [ -n "$recorded_start" ] || return 1
-  pid_now=$(pid_start "$recorded")
+  read_start "$recorded"
   [ -z "$pid_now" ] && return 0
   [ "$(start_kind "$pid_now")" = "$(start_kind "$recorded_start")" ] &&
     ! pid_is "$recorded" "$recorded_start"

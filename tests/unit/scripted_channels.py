@@ -12,8 +12,9 @@ import re
 import shlex
 import threading
 
-from shell_kernel.backends.channels import ChannelExit
+from shell_kernel.backends.channels import SIDE_PID_SCRIPT, ChannelExit
 from shell_kernel.backends.durable import LAUNCH_SCRIPT, RELAY_SCRIPT, SPOOL_SCRIPT
+from shell_kernel.shell import RUN_INSTALLED
 
 _END = object()  # a queued step: the command exits
 
@@ -80,7 +81,7 @@ class Relay(ScriptedChannel):
 
     @property
     def owner(self) -> str | None:
-        return self.words[11] if len(self.words) > 11 else None
+        return self.words[15] if len(self.words) > 15 else None
 
     def headers(self, out: int | None = None, err: int | None = None,
                 noise: bytes = b"") -> "Relay":
@@ -163,9 +164,12 @@ class ScriptedHost:
 
     def answer(self, words: list[str]) -> tuple[int, bytes]:
         script, args = words[2], words[4:]
-        name = {LAUNCH_SCRIPT: "launch", SPOOL_SCRIPT: "spool"}.get(script, "other")
-        if script == "true":
-            return 0, b""
+        if script == RUN_INSTALLED:  # a script installed in the state directory, by path
+            script, args = args[0].rsplit("/", 1)[-1], args[1:]
+        name = {LAUNCH_SCRIPT: "launch", SPOOL_SCRIPT: "spool", "spool.sh": "spool"}.get(
+            script, "other")
+        if script == SIDE_PID_SCRIPT:  # the side shell's first
+            return 0, b"4000 1234\n"
         self.calls.append([name, *args])
         if name == "spool":
             self.dropped.set()
