@@ -37,7 +37,10 @@ generations() {
 # the next one starts), never the newest.
 drop() {
   dropping=$1 before=$2
-  set -- $(generations "$1")
+  # One generation (or none) is the newest: nothing to list (listing forks).
+  set -- "$1".[0-9]*
+  [ $# -gt 1 ] || return 0
+  set -- $(generations "$dropping")
   while [ $# -gt 1 ]; do
     [ "$2" -lt "$before" ] && rm -f "$dropping.$1"
     shift
