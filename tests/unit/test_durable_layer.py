@@ -178,7 +178,7 @@ def test_a_named_session_acknowledges_only_when_asked():
     host.open_answers.append(f"new - {host.pid} {host.state_dir}")
     shell, channels, host, received, _ = started(host, session="work")
     relay = channels.relay(1)
-    assert relay.owner and relay.words[12] == str(RELAY_TAKEN)
+    assert relay.owner and relay.words[16] == str(RELAY_TAKEN)
     relay.headers().play("stdout", b"abc").play("stderr", b"d")
     received.wait_for("stderr", b"d")
     assert not host.calls_of("spool")  # nothing acknowledged on delivery
