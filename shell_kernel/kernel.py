@@ -19,7 +19,7 @@ from ipykernel import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
 
 from . import __version__, compat, history
-from .completion import completion_context, continuation, word_at
+from .completion import Completer, continuation, word_at
 from .config import KernelConfig
 from .launch import ShellLaunch
 from .startup import still_starting
@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from .session import CellRecord
 
 log = logging.getLogger("shell_kernel.kernel")
+
+#: How long a completion may take (a slow completion function is then
+#: interrupted, and the shell's state is as it was): the kernel answers no
+#: other request meanwhile.
+COMPLETION_SECONDS = 3.0
 
 #: A cell that waits this long for the shell's start says so (and how long).
 STARTING_QUIET_S = 1.0
@@ -47,6 +52,8 @@ class ShellKernel(compat.AbortHook, Kernel):
         # shell started while ipykernel ignores SIGINT could never be interrupted.
         self._install_sigint_handler()
         self._launch = type(self).launch or ShellLaunch(KernelConfig())
+        self._completer = Completer(
+            lambda what, text: self._launch.query(what, text, COMPLETION_SECONDS))
         self._output_parent: dict | None = None
         self._display_ids: set[str] = set()
         self._idle = threading.Event()  # no cell is running
@@ -202,10 +209,8 @@ class ShellKernel(compat.AbortHook, Kernel):
     # -------------------------------------------------------- editing help
     async def do_complete(self, code, cursor_pos):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
-        context = completion_context(code, cursor_pos)
-        answer = self._launch.query(context.what, context.word) or ""
-        matches = sorted(set(line for line in answer.split("\n") if line))[:1000]
-        return {"status": "ok", "matches": matches, "cursor_start": context.start,
+        matches, start = self._completer.complete(code, cursor_pos)
+        return {"status": "ok", "matches": matches, "cursor_start": start,
                 "cursor_end": cursor_pos, "metadata": {}}
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):

@@ -162,11 +162,11 @@ class ShellLaunch:
         if session is not None:
             session.interrupt()
 
-    def query(self, what: str, text: str) -> str | None:
+    def query(self, what: str, text: str, timeout: float = 10.0) -> str | None:
         """Ask the shell (ShellSession.query); None before its session is made."""
         self.go()
         session = self.session
-        return session.query(what, text) if session is not None else None
+        return session.query(what, text, timeout) if session is not None else None
 
     def bind(self, stream, display, clear=None) -> None:
         """Where output goes from now on (before this, only startup noise flows)."""

@@ -175,7 +175,7 @@ def runs_fc(text: bytes) -> bool:
     return bool(_NAMES_FC.search(text) or _RERUN.match(text))
 
 
-QUERIES = ("commands", "variables", "paths", "is-complete", "inspect", "history")
+QUERIES = ("complete", "is-complete", "inspect", "history")
 
 
 def query_line(seq: int, what: str, text: str) -> bytes:
