@@ -463,7 +463,7 @@ def run_fleet(options: FleetOptions, progress: TextIO | None = None,
     status = EXIT_INTERRUPTED if record.interrupted.is_set() else \
         EXIT_FAILED if any(run.status != OK for run in record.runs.values()) else EXIT_OK
     data = summary(record, finished, status, fleet.digests, fleet.samples,
-                   shard_summary(options.shard, nb) if options.shard else None)
+                   shard_summary(options.shard, nb) if options.shard else None, options.timing)
     json_path, html_path = write_reports(data, options.output_dir)
     print_table(report, data, json_path, html_path, (finished - record.started).total_seconds())
     if comparison is not None:

@@ -7,7 +7,8 @@ and the hosts' notebooks (and spilled output) copied into OUT.
 Everything is checked before anything is written: directories of different
 notebooks (or parameters) or host lists, not holding their slice's hosts, or
 holding the same hosts, are refused. Shards not given leave their hosts
-`skipped`, saying so.
+`skipped`, saying so. Shards run with --no-timing (no times in summary.json)
+merge into a summary without times, as a --no-timing run writes it.
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from .fleet_report import cells_summary, print_table, write_reports
+from .fleet_report import cells_summary, print_table, strip_timing, timed, write_reports
 from .fleet_shards import shard_names
 from .jobs import OK, SKIPPED
 from .notebook_job import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunError
 from .output_files import check_dir, new_file, write_file
 
 
-KEYS = ("notebook", "started", "finished", "parameters", "exit_status", "stop_reason", "hosts",
-        "cells")
+KEYS = ("notebook", "parameters", "exit_status", "stop_reason", "hosts", "cells")
+TIMES = ("started", "finished")  # not there after --no-timing
 SHARD_KEYS = ("index", "count", "hosts", "notebook_sha256")
 
 
@@ -45,6 +46,7 @@ def read_shard(directory: Path) -> dict:
         raise RunError(f"{path} is not from a --shard run; merge joins the output directories "
                        "of `run --hosts ... --shard I/N`")
     lacking = [key for key in KEYS if key not in data] + \
+        [key for key in TIMES if (key in data) != (TIMES[0] in data)] + \
         [f"shard.{key}" for key in SHARD_KEYS if key not in data["shard"]]
     if lacking:
         raise RunError(f"{path} has no {', '.join(lacking)}: written by another version of "
@@ -99,10 +101,10 @@ def merged(shards: dict[Path, dict]) -> dict:
     reasons = list(dict.fromkeys(data["stop_reason"] for data in runs if data["stop_reason"]))
     status = EXIT_INTERRUPTED if any(data["exit_status"] == EXIT_INTERRUPTED for data in runs) \
         else EXIT_FAILED if any(host["status"] != OK for host in hosts.values()) else EXIT_OK
-    return {
+    data = {
         "notebook": runs[0]["notebook"],
-        "started": min(data["started"] for data in runs),
-        "finished": max(data["finished"] for data in runs),
+        "started": min(data.get("started", "") for data in runs),
+        "finished": max(data.get("finished", "") for data in runs),
         "parameters": runs[0]["parameters"],
         "exit_status": status,
         "stop_reason": "; ".join(reasons) or None,
@@ -110,6 +112,9 @@ def merged(shards: dict[Path, dict]) -> dict:
         "cells": cells_summary([(cell["index"], cell["title"]) for cell in runs[0]["cells"]],
                                hosts, samples),
     }
+    if not all(timed(shard) for shard in runs):  # one --no-timing shard: no times at all
+        strip_timing(data)
+    return data
 
 
 def copy_host_files(directory: Path, notebook: str, out: Path) -> None:
@@ -153,6 +158,7 @@ def merge(directories: list[Path], out: Path, report: TextIO | None = None) -> i
     except OSError as err:  # UnsafeOutput too: OUT is another user's, or a file
         raise RunError(f"-o {out}: {err}") from None
     took = (datetime.datetime.fromisoformat(data["finished"])
-            - datetime.datetime.fromisoformat(data["started"])).total_seconds()
+            - datetime.datetime.fromisoformat(data["started"])).total_seconds() \
+        if timed(data) else None
     print_table(report, data, json_path, html_path, took)
     return EXIT_OK if data["exit_status"] == EXIT_OK else EXIT_FAILED

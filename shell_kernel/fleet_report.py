@@ -153,9 +153,10 @@ def cell_title(cell) -> str:
 
 # ------------------------------------------------------------- summary.json
 def summary(fleet: FleetRun, finished, exit_status: int, digests: dict[tuple[str, int], str],
-            samples: dict[str, str], shard: dict | None = None) -> dict:
+            samples: dict[str, str], shard: dict | None = None, timing: bool = True) -> dict:
     """What the run did, as summary.json holds it; the page and the table
-    are made from this alone (as merge makes them from the shards')."""
+    are made from this alone (as merge makes them from the shards').
+    Without timing (--no-timing), no time or duration (strip_timing)."""
     hosts = {name: {"status": run.status, "error": run.error,
                     "cells": [{"index": cell.index, "exit_code": cell.exit_code,
                                "duration_s": cell.duration_s,
@@ -178,7 +179,26 @@ def summary(fleet: FleetRun, finished, exit_status: int, digests: dict[tuple[str
     }
     if shard is not None:
         data["shard"] = shard
+    if not timing:
+        strip_timing(data)
     return data
+
+
+def strip_timing(data: dict) -> None:
+    """summary.json's data without a timestamp or duration, so that two runs
+    of a deterministic notebook write the same summary; the page and the
+    table then show none either."""
+    for key in ("started", "finished"):
+        data.pop(key, None)
+    for host in data["hosts"].values():
+        host.pop("duration_s", None)
+        for cell in host["cells"]:
+            cell.pop("duration_s", None)
+
+
+def timed(data: dict) -> bool:
+    """Whether summary.json's data holds the run's times (not --no-timing)."""
+    return "started" in data
 
 
 def cells_summary(cells: list[tuple[int, str]], hosts: dict[str, dict],
@@ -236,16 +256,17 @@ def render_html(data: dict) -> str:
             kind = "exit-ok" if cell["exit_code"] == 0 else \
                 "exit-interrupted" if host["status"] == INTERRUPTED \
                 and index == host["failed_cell"] else "exit-fail"
-            took = "" if cell["duration_s"] is None else f'<small>{cell["duration_s"]:.2f} s</small>'
+            took = "" if cell.get("duration_s") is None else \
+                f'<small>{cell["duration_s"]:.2f} s</small>'
             squares.append(f'<td class="cell {kind}" data-index="{index}" '
                            f'data-exit="{cell["exit_code"]}">{cell["exit_code"]}{took}</td>')
         link = (f'<a href="{esc(host["notebook"])}">{esc(name)}</a>' if host["notebook"]
                 else esc(name))
-        took = "" if host["duration_s"] is None else f'{host["duration_s"]:.2f} s'
+        took = "" if host.get("duration_s") is None else f'{host["duration_s"]:.2f} s'
         rows.append(f'<tr data-host="{esc(name)}" data-status="{host["status"]}">'
                     f'<td class="host">{link}</td>'
                     f'<td class="status status-{host["status"]}">{host["status"]}</td>'
-                    f'<td>{took}</td>{"".join(squares)}</tr>')
+                    + (f'<td>{took}</td>' if timed(data) else "") + f'{"".join(squares)}</tr>')
     details = []
     for name, host in _ordered(hosts):
         if host["status"] == OK:
@@ -259,17 +280,17 @@ def render_html(data: dict) -> str:
                        + "".join(parts) + "</section>")
     statuses = tally((host["status"] for host in hosts.values()), HOST_STATUSES)
     title = f"{Path(data['notebook']).name} on {len(hosts)} hosts"
-    started, finished = (_time(data[key]) for key in ("started", "finished"))
+    when = (f'started {_time(data["started"]):%Y-%m-%d %H:%M:%S} UTC, '
+            f'finished {_time(data["finished"]):%H:%M:%S} UTC. ' if timed(data) else "")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>{STYLE}</style></head>
 <body>
 <h1>{esc(title)}</h1>
-<p class="meta">{esc(data["notebook"])}: started {started:%Y-%m-%d %H:%M:%S} UTC,
-finished {finished:%H:%M:%S} UTC. <span class="tally">{esc(statuses)}</span>.
+<p class="meta">{esc(data["notebook"])}: {when}<span class="tally">{esc(statuses)}</span>.
 {esc(data["stop_reason"] or "")}</p>
 <table class="hosts">
-<thead><tr><th class="host">host</th><th>status</th><th>time</th>{"".join(head)}</tr></thead>
+<thead><tr><th class="host">host</th><th>status</th>{"<th>time</th>" if timed(data) else ""}{"".join(head)}</tr></thead>
 <tbody>
 {chr(10).join(rows)}
 </tbody></table>
@@ -314,21 +335,23 @@ GROUPS_SHOWN = 10  # groups of a cell on stdout (summary.json and the page hold 
 SAMPLE_SHOWN = 60  # characters of a group's sample on stdout
 
 
-def print_table(out: TextIO, data: dict, json_path, html_path, took: float) -> None:
-    """The hosts (failures first), each cell's recap, the verdict and the files."""
+def print_table(out: TextIO, data: dict, json_path, html_path, took: float | None) -> None:
+    """The hosts (failures first), each cell's recap, the verdict and the files
+    (and the run's wall time, unless took is None: merged untimed shards)."""
     hosts, cells = data["hosts"], data["cells"]
-    rows = [("host", "status", "cells", "time", "error")]
+    times = timed(data)  # a column of times, unless --no-timing
+    rows = [("host", "status", "cells") + (("time",) if times else ()) + ("error",)]
     for name, host in _ordered(hosts):
-        rows.append((name, host["status"], f"{len(host['cells'])}/{len(cells)}",
-                     "-" if host["duration_s"] is None else f"{host['duration_s']:.2f} s",
-                     _one_line(host["error"], 100)))
-    print_columns(out, rows, "llrr")
+        duration = "-" if host.get("duration_s") is None else f"{host['duration_s']:.2f} s"
+        rows.append((name, host["status"], f"{len(host['cells'])}/{len(cells)}")
+                    + ((duration,) if times else ()) + (_one_line(host["error"], 100),))
+    print_columns(out, rows, "llrr" if times else "llr")
     print_recap(out, cells)
     statuses = [host["status"] for host in hosts.values()]
     verdict = "OK" if statuses.count(OK) == len(hosts) else \
         "INTERRUPTED" if data["exit_status"] == EXIT_INTERRUPTED else "FAILED"
-    print(f"\n{verdict}: {len(hosts)} hosts: {tally(statuses, HOST_STATUSES)}; "
-          f"{took:.1f} s", file=out)
+    print(f"\n{verdict}: {len(hosts)} hosts: {tally(statuses, HOST_STATUSES)}"
+          + ("" if took is None else f"; {took:.1f} s"), file=out)
     print(f"wrote {json_path.parent}/<host>.ipynb, {json_path} and {html_path}",
           file=out, flush=True)
 

@@ -189,6 +189,37 @@ def test_two_shards_merged_are_the_run(whole, hosts, notebook, tmp_path):
     assert data["cells"][0]["not_run"] == 3
 
 
+def files_of(directory: Path) -> dict[str, bytes]:
+    """Every file under directory, by its path there."""
+    return {str(path.relative_to(directory)): path.read_bytes()
+            for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def test_no_timing_runs_and_merges_save_the_same_bytes(hosts, notebook, tmp_path):
+    runs = [tmp_path / "first", tmp_path / "second"]
+    for out_dir in runs:
+        proc = run(notebook, hosts, out_dir, "--jobs", "5", "--no-timing")
+        assert proc.returncode == EXIT_FAILED, proc.stderr  # app3 fails, as it should
+    first = files_of(runs[0])
+    assert sorted(first) == sorted([f"{name}.ipynb" for name in HOSTS]
+                                   + ["summary.html", "summary.json"])
+    assert first == files_of(runs[1])  # every file, byte for byte
+    data = json.loads(first["summary.json"])
+    assert "started" not in data and "finished" not in data
+    assert all("duration_s" not in host and all("duration_s" not in c for c in host["cells"])
+               for host in data["hosts"].values())
+    assert not re.search(r"\d\d:\d\d|\d s<", first["summary.html"].decode())
+    # Shards run with --no-timing merge into the same --no-timing summary.
+    shards = [tmp_path / "shard1", tmp_path / "shard2"]
+    for number, out_dir in enumerate(shards, 1):
+        proc = run(notebook, hosts, out_dir, "--shard", f"{number}/2", "--no-timing")
+        assert proc.returncode in (EXIT_OK, EXIT_FAILED), proc.stderr
+    proc = merge(*shards, "-o", tmp_path / "merged")
+    assert proc.returncode == EXIT_FAILED, proc.stdout + proc.stderr
+    assert files_of(tmp_path / "merged") == first
+    assert "FAILED: 5 hosts: 1 failed, 4 ok\n" in proc.stdout  # no time to tell
+
+
 def test_an_empty_slice_runs_nothing_and_merges(hosts, notebook, tmp_path):
     out_dir = tmp_path / "empty"
     proc = subprocess.run(
