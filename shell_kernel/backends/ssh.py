@@ -51,7 +51,9 @@ class SSHChannel:
 
     @property
     def closed(self) -> bool:
-        return self._channel.closed
+        # A connection found dead (a laptop that slept) closes its channels
+        # only a moment later: nothing can be sent on them already.
+        return self._channel.closed or not self._transport.is_active()
 
     def read(self, timeout: float | None = None) -> tuple[str, bytes] | None:
         channel = self._channel
@@ -79,8 +81,8 @@ class SSHChannel:
     def send(self, data: bytes) -> None:
         try:
             self._channel.sendall(data)
-        except paramiko.SSHException as err:
-            raise OSError(str(err)) from err
+        except (paramiko.SSHException, EOFError) as err:  # EOFError: the connection closed
+            raise OSError(str(err) or "the connection closed") from err
 
     def exit(self) -> ChannelExit:
         # paramiko reports -1 when the channel closed without an exit status.
