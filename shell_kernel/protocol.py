@@ -102,12 +102,14 @@ def prepare_cell(code: str) -> PreparedCell:
 def eval_lines(source: bytes, seq: int) -> bytes:
     """The two input lines that run one cell and report its end. The cell
     reads descriptor STDIN_FD (see stdin_line). A cell that runs fc is named
-    to the shell with its text (see runs_fc)."""
+    to the shell with its text (see runs_fc). The first line's last step
+    runs only if nothing abandoned the line (see session.bash's post hook)."""
     text = _history_text(source)
     fc = b"fc " + ansi_c_quote(text) + b" " if text is not None and runs_fc(text) else b""
     return (
         b"__shell_kernel_resume %d %s''; builtin eval -- " % (seq, fc) + ansi_c_quote(source)
-        + b" <&%d >&61 2>&62\n" % STDIN_FD + post_line(seq, b"$?", history_entry(source))
+        + b" <&%d >&61 2>&62; __shell_kernel_whole=$?\n" % STDIN_FD
+        + post_line(seq, b"$?", history_entry(source))
     )
 
 
@@ -233,6 +235,8 @@ class EndFrame:
     cwd: str | None = None
     line: int | None = None
     command: str | None = None
+    #: The cell's line did not run to its end (see session.bash's post hook).
+    abandoned: bool = False
     #: Why the frame could not be read in full ("" when it was): the cell
     #: ends all the same, with its status if that much was read.
     unread: str = ""
@@ -338,11 +342,12 @@ def parse_frame(stream: str, fields: list, unread: str = "") -> Frame:
         if len(rest) == 1:
             return EndFrame(stream, int(rest[0]))
         status = _int_or_none(rest[1])
-        if len(rest) not in (3, 5) or status is None:
+        if len(rest) not in (3, 5, 6) or status is None:
             return EndFrame(stream, int(rest[0]), status,
                             unread=f"{len(rest) + 1} fields, status {rest[1]!r}")
-        line, command = (_int_or_none(rest[3]), rest[4] or None) if len(rest) == 5 else (None, None)
-        return EndFrame(stream, int(rest[0]), status, rest[2], line, command)
+        line, command = (_int_or_none(rest[3]), rest[4] or None) if len(rest) >= 5 else (None, None)
+        return EndFrame(stream, int(rest[0]), status, rest[2], line, command,
+                        len(rest) == 6 and rest[5] == "1")
     if kind == "barrier" and len(rest) == 1:
         return BarrierFrame(stream, rest[0])
     if kind == "display" and len(rest) == 3 and _is_payload(rest[2]):
@@ -501,15 +506,16 @@ class TtyNoiseFilter:
     """Drops bash's `tcsetattr: Inappropriate ioctl` complaints from stderr.
 
     An interactive bash without a terminal prints
-    `bash: [PID: LEVEL (FD)] tcsetattr: <error>` whenever a foreground
-    program dies of a signal. It is about our plumbing, not the user's work.
+    `bash: [PID: LEVEL (FD)] tcsetattr: <error>` (bash 3.2: without
+    ` (FD)`) whenever a foreground program dies of a signal. It is about
+    our plumbing, not the user's work.
     Lines that might be that message are held until complete; all other
     bytes pass straight through.
     """
 
     def __init__(self, shell_pid: int):
         self._prefix = b"bash: [%d: " % shell_pid
-        self._line = re.compile(rb"bash: \[%d: \d+ \(\d+\)\] tcsetattr: [^\n]*\n" % shell_pid)
+        self._line = re.compile(rb"bash: \[%d: \d+(?: \(\d+\))?\] tcsetattr: [^\n]*\n" % shell_pid)
         self._held = b""
 
     def feed(self, data: bytes) -> bytes:

@@ -17,7 +17,8 @@ from shell_kernel import shell
 from shell_kernel.backends import Backend, BackendError, Capabilities, ShellExit, SideResult, Started
 
 TOKEN = re.compile(rb"__shell_kernel_token=([0-9a-f]+)")
-CELL = re.compile(rb"^__shell_kernel_resume (?:\d+ )?(?:fc \$'.*' )?''; builtin eval -- (\$'.*') <\S+ >&61 2>&62$")
+CELL = re.compile(rb"^__shell_kernel_resume (?:\d+ )?(?:fc \$'.*' )?''; builtin eval -- (\$'.*') <\S+ >&61 2>&62"
+                  rb"; __shell_kernel_whole=\$\?$")
 POST = re.compile(rb"__shell_kernel_post (\d+)(?: \$'.*')?$")
 CLOSE = re.compile(rb"^__shell_kernel_close [0-9a-f]+$")
 

@@ -236,8 +236,9 @@ class Pump:
             cell.status = frame.status
             self._coalescer.add("stderr", protocol.unread_end_notice(frame))
         elif frame.stream == "stdout" and frame.status is not None:
-            cell.status, cell.cwd = frame.status, frame.cwd
-            cell.failed = (frame.line, frame.command)
+            # Abandoned by the interrupt: 130, whatever the bash left.
+            cell.status = 130 if frame.abandoned and cell.interrupted else frame.status
+            cell.cwd, cell.failed = frame.cwd, (frame.line, frame.command)
         noise = self._keeper.noise
         if frame.stream == "stderr" and noise is not None:
             self._coalescer.add("stderr", self._decoders["stderr"].decode(noise.flush()))

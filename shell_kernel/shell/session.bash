@@ -266,6 +266,12 @@ fi
 #     __shell_kernel_rc=$? __shell_kernel_flags=$-; builtin set +T; __shell_kernel_post <seq>
 # so that a user's DEBUG trap under `set -T` (which could `return` from this
 # function) is not inherited; -T is restored on the way out.
+# The cell's line ends with `__shell_kernel_whole=$?`: when that did not run,
+# the line was abandoned (SIGINT, `exit`, an expansion error), and $? is
+# what abandoning it left: 130 after SIGINT on bash 5, 128 on 4.2, 1 on
+# 3.2, as after an error. The end frame says so; the kernel, which knows
+# whether it interrupted the cell, reports 130 then (see pump.py), and its
+# repeat of this line after the interrupt (status 130) makes it $? too.
 # The kernel sends the line again after an interrupt, in case its SIGINT cut
 # the first short: the cell counts as done once all its steps ran (each may
 # run twice), and a repeat after that only repeats the frame (for the last
@@ -273,12 +279,17 @@ fi
 # status file comes first: once it names the cell, reap.sh signals nothing
 # for it (see its cell_running).
 __shell_kernel_post() {
-  builtin local seq="$1" status="$__shell_kernel_rc"
+  builtin local seq="$1" status="$__shell_kernel_rc" abandoned=1
   __shell_kernel_running=  # see the trap on URG
   if [[ -n ${__shell_kernel_tty-} ]]; then __shell_kernel_check_ttys; fi  # see tty.bash
-  if [[ -n ${__shell_kernel_exit-} ]]; then
-    status=$__shell_kernel_exit
+  if [[ -n ${__shell_kernel_whole-} ]]; then
+    status=$__shell_kernel_whole abandoned=
     __shell_kernel_rc=$status  # what the next cell sees as $?
+    __shell_kernel_whole=
+  fi
+  if [[ -n ${__shell_kernel_exit-} ]]; then
+    status=$__shell_kernel_exit abandoned=
+    __shell_kernel_rc=$status
     builtin unset -v __shell_kernel_exit
   fi
   if (( seq > ${__shell_kernel_done:-0} )); then
@@ -302,13 +313,23 @@ __shell_kernel_post() {
         fi; } 2>/dev/null || builtin true
     fi
     __shell_kernel_done=$seq __shell_kernel_done_status=$status
+    __shell_kernel_done_abandoned=$abandoned
   else
+    if (( seq == __shell_kernel_done && __shell_kernel_rc == 130 )) \
+        && [[ -n $__shell_kernel_done_abandoned && $__shell_kernel_done_status != 130 ]]; then
+      __shell_kernel_done_status=130  # the repeat after an interrupt: see above
+      if [[ -n ${__shell_kernel_dir-} ]]; then
+        { __shell_kernel_put "$__shell_kernel_dir/status" "$seq"$'\n'130$'\n'"${PWD-}" \
+            __shell_kernel_status_length; } 2>/dev/null || builtin true
+      fi
+    fi
     status=$__shell_kernel_done_status
     __shell_kernel_rc=$status
   fi
   if (( seq == __shell_kernel_done )); then  # else: a late repeat for a cell long over
     __shell_kernel_frame "$__shell_kernel_token" end "$seq" "$status" "${PWD-}" \
-      "$__shell_kernel_why_line" "$__shell_kernel_why_command" >&61 2>/dev/null || builtin true
+      "$__shell_kernel_why_line" "$__shell_kernel_why_command" "$__shell_kernel_done_abandoned" \
+      >&61 2>/dev/null || builtin true
     __shell_kernel_frame "$__shell_kernel_token" end "$seq" >&62 2>/dev/null || builtin true
   fi
   if [[ $__shell_kernel_flags == *T* ]]; then builtin set -T; fi

@@ -120,6 +120,8 @@ def test_tty_noise_filter_drops_only_bash_tcsetattr_lines():
     assert noise.feed(line[:10]) == b"" and noise.feed(line[10:30]) == b""
     assert noise.feed(line[30:] + b"after") == b"after"
     assert noise.feed(b"bash: [4") == b"" and noise.flush() == b"bash: [4"
+    # Bash 3.2's form has no descriptor.
+    assert noise.feed(b"a\nbash: [42: 1] tcsetattr: Inappropriate ioctl for device\nb\n") == b"a\nb\n"
 
 
 def test_decoder_joins_split_characters_and_replaces_bad_bytes():
@@ -166,6 +168,9 @@ def test_end_frame_carries_the_failed_command_and_its_line():
                                      + head + b"9\x1f0\x1f/tmp\x1f\x1f\x1f\x1e")
     assert failed == protocol.EndFrame("stdout", 8, 1, "/tmp", 3, "grep nomatch")
     assert succeeded == protocol.EndFrame("stdout", 9, 0, "/tmp", None, None)
+    # The sixth field: the cell's line was abandoned (SIGINT, exit, an error).
+    [abandoned] = scanner.feed(head + b"10\x1f1\x1f/tmp\x1f\x1f\x1f1\x1f\x1e")
+    assert abandoned == protocol.EndFrame("stdout", 10, 1, "/tmp", None, None, True)
 
 
 def frame_bytes(*fields: str) -> bytes:
