@@ -5,17 +5,28 @@ the end of a relay, and the named open. No host, no sshd, no timeouts."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from scripted_channels import ScriptedChannels, ScriptedHost, ScriptedSh
 from shell_kernel.backends import BackendError, SessionGone, SessionTaken, ShellExit
 from shell_kernel.backends.channel_shell import DirectShell
+from shell_kernel.backends import durable as durable_module
 from shell_kernel.backends.channels import SideShell
 from shell_kernel.backends.durable import (RELAY_RESTART, RELAY_SHELL_ENDED, RELAY_TAKEN,
                                            DurableShell, RelayHeaders)
 
 WITHIN = 5.0  # a liveness bound: every wait here ends as soon as its event comes
+
+
+def wait_until(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 class Received:
@@ -171,6 +182,29 @@ def test_received_output_has_the_host_drop_its_spool_files():
     assert drop[0] == "drop" and drop[1] == f"{host.state_dir}/out" and drop[3] == f"{host.state_dir}/err"
     assert len(drop) == 5  # no owner: an unnamed session
     assert shell.received() is None  # only a named session's host keeps count
+
+
+@pytest.mark.parametrize("session", [None, "work"], ids=["not named", "named"])
+def test_only_a_session_not_named_beats_and_ends_with_a_dead_kernel(monkeypatch, session):
+    """A session that is not named: heartbeats on the relay's input, and a
+    relay told to end it once its kernel is gone (see relay.sh). A named
+    one outlives its kernel: grace 0, no heartbeat."""
+    monkeypatch.setattr(durable_module, "HEARTBEAT_INTERVAL", 0.01)
+    host = ScriptedHost()
+    if session:
+        host.open_answers.append(f"new - {host.pid} {host.state_dir}")
+    shell, channels, host, _, _ = started(host, session=session)
+    relay = channels.relay(1)
+    grace = "0" if session else str(durable_module.REATTACH_GRACE)
+    assert relay.words[11:15] == ["bash", durable_module.HEARTBEAT,
+                                  str(durable_module.HEARD_WITHIN), grace]
+    beat = durable_module.HEARTBEAT.encode() + b"\n"
+    beating = lambda: beat in relay.sent  # noqa: E731
+    if session:
+        assert not wait_until(beating, 0.3)
+    else:
+        assert wait_until(beating, WITHIN)
+    shell.close()
 
 
 def test_a_named_session_acknowledges_only_when_asked():
