@@ -49,11 +49,19 @@ def list_sessions(backend: Backend) -> list[SessionListing]:
 
 
 def kill_session(backend: Backend, name: str) -> bool:
-    """End the named session with everything it started; False if there was none."""
+    """End the named session with everything it started, and return once all
+    of it has ended; False if there was none. Raises BackendError naming what
+    would not end."""
     result = backend.side_command(LAUNCH_SCRIPT, ["kill", name], timeout=30)
     reply = last_line(result.stdout)
     if reply.startswith("refused "):
         raise BackendError(reply.partition(" ")[2])
+    if reply.startswith("left "):
+        raise BackendError(
+            f"the session {escaped(name)} was stopped, but these of its processes still ran 5 s "
+            f"after SIGKILL: {reply.partition(' ')[2]} (a process that cannot die, e.g. one "
+            "waiting on a hung disk or network file system). Its files are removed; see to "
+            "those processes on the host.")
     if reply not in ("killed", "none"):
         raise BackendError(f"could not kill the session {name}: {result.stdout.strip()}")
     return reply == "killed"

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -255,7 +256,8 @@ def test_opens_of_one_name_at_the_same_moment_start_one_shell(tmp_path):
                            capture_output=True, timeout=60)
             kill_markers_now(marker)
         assert wait_until(lambda: not pids_matching(str(tmp_path)))
-        assert os.listdir(tmp_path / f"shell_kernel-{UID}") == []
+        # (.swept: when launch.sh last swept this host's state directories)
+        assert os.listdir(tmp_path / f"shell_kernel-{UID}") in ([], [".swept"])
 
 
 def kill_markers_now(marker: str) -> None:
@@ -287,6 +289,121 @@ def test_a_stale_lock_is_taken_over(named, host):
         shutil.rmtree(lock, ignore_errors=True)
 
 
+def launch_sh(tmpdir: Path, *args: str, timeout: float = 60) -> str:
+    """launch.sh run as a kernel runs it on a host whose TMPDIR is tmpdir: its last line."""
+    done = subprocess.run(["sh", "-c", script("launch.sh"), "launch.sh", *args],
+                          env={**os.environ, "TMPDIR": str(tmpdir)}, capture_output=True,
+                          text=True, timeout=timeout)
+    return done.stdout.strip().rsplit("\n", 1)[-1]
+
+
+def open_session(tmpdir: Path, name: str, *shell: str, timeout: float = 60) -> str:
+    return launch_sh(tmpdir, "open", name, "owner", "no", "60", "1000000", "1000000", "30",
+                     script("reap.sh"), script("spool.sh"), *shell, timeout=timeout)
+
+
+def record_of_a_gone_process() -> str:
+    gone = subprocess.Popen(["sleep", "600.64"])
+    start = Path(f"/proc/{gone.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+    gone.kill()
+    gone.wait()
+    return f"{gone.pid} {start}\n"
+
+
+def a_minute_ago(path: Path) -> None:
+    then = time.time() - 120
+    os.utime(path, (then, then))
+
+
+@pytest.mark.parametrize("left", ["a lock without its record, a minute old",
+                                  "a break left by a kernel that was killed",
+                                  "a break without its record, a minute old"])
+def test_what_a_killed_open_left_is_taken_over(tmp_path, left):
+    """An open killed between making the lock and writing its record, or a
+    waiter killed while it broke a stale lock (.lock.break): the next open
+    takes them over once their maker is provably gone, or they are older
+    than any open takes (before, every later open was refused until they
+    were removed by hand)."""
+    sessions = tmp_path / f"shell_kernel-{UID}"
+    sessions.mkdir(mode=0o700)
+    lock = sessions / ".left.lock"
+    lock.mkdir()
+    if left.startswith("a lock"):
+        a_minute_ago(lock)
+    else:
+        (lock / "pid").write_text(record_of_a_gone_process())
+        (sessions / ".left.lock.break").mkdir()
+        if "killed" in left:
+            (sessions / ".left.lock.break" / "pid").write_text(record_of_a_gone_process())
+        else:
+            a_minute_ago(sessions / ".left.lock.break")
+    try:
+        answer = open_session(tmp_path, "left", "bash", "-c", "exec sleep 600.65")
+        assert answer.startswith("new - "), answer
+        assert (sessions / "left").is_dir() and not list(sessions.glob(".left.lock*"))
+    finally:
+        launch_sh(tmp_path, "kill", "left")
+    assert not pids_matching("600.65")
+
+
+def test_a_lock_whose_maker_may_be_writing_its_record_is_waited_for(tmp_path):
+    """A lock without its record yet, made a moment ago: its maker may be
+    about to write it, so the open waits (and goes on once it is gone)."""
+    sessions = tmp_path / f"shell_kernel-{UID}"
+    sessions.mkdir(mode=0o700)
+    lock = sessions / ".young.lock"
+    lock.mkdir()
+    opening = subprocess.Popen(
+        ["sh", "-c", script("launch.sh"), "launch.sh", "open", "young", "owner", "no", "60",
+         "1000000", "1000000", "30", script("reap.sh"), script("spool.sh"), "bash", "-c",
+         "exec sleep 600.66"], env={**os.environ, "TMPDIR": str(tmp_path)},
+        stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)
+        assert opening.poll() is None and not (sessions / "young").exists()
+        lock.rmdir()
+        assert opening.communicate(timeout=60)[0].startswith("new - ")
+    finally:
+        opening.kill()
+        opening.wait()
+        launch_sh(tmp_path, "kill", "young")
+
+
+def session_members(sid: int) -> list[int]:
+    """The processes of session sid that have not ended."""
+    members = []
+    for entry in os.listdir("/proc"):
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            members.append(int(entry))
+    return members
+
+
+def test_a_killed_session_is_gone_once_kill_says_so(tmp_path, busy_cpus):
+    """Its processes fork as they are killed (a chain: each starts the next,
+    ignoring SIGTERM), under load: `launch.sh kill` says "killed" only once
+    none of them runs (it said so while the chain went on: what was forked
+    after its last look at the process table was in no listing)."""
+    chain = ("chain() { trap '' TERM; [ $1 -gt 0 ] || exec sleep 600.67; sleep 0.02; "
+             "chain $(($1 - 1)) & exec sleep 600.67; }; chain 400")
+    for round_ in range(3):
+        answer = open_session(tmp_path, "chain", "bash", "-c", chain)
+        assert answer.startswith("new - "), answer
+        session = int(answer.split()[2])  # the wrapper leads it
+        try:
+            assert wait_until(lambda: len(session_members(session)) > 20, timeout=30)
+            assert launch_sh(tmp_path, "kill", "chain") == "killed"
+            assert session_members(session) == [], round_
+        finally:
+            try:
+                os.killpg(session, signal.SIGKILL)  # (a group: every link of the chain)
+            except ProcessLookupError:
+                pass
+
+
 # ------------------------------------------------ pure logic: launch.sh's answers
 
 
@@ -305,3 +422,15 @@ def test_launch_answers_are_parsed_with_startup_noise_before_them():
     assert parse_open("attached 9 - - - 0 0 0 0 0 - 0 - /t/x", "x", "h").unusable
     with pytest.raises(SessionTaken, match="session x on h is in use by another kernel"):
         parse_open("held 1700000000", "x", "h")
+
+
+def test_a_kill_that_left_processes_running_names_them():
+    from shell_kernel.backends import BackendError, SideResult
+    from shell_kernel.sessions_command import kill_session
+
+    class Host:
+        def side_command(self, script, args, timeout=10.0, urgent=False):
+            return SideResult(0, "rc noise\nleft 123 456\n")
+
+    with pytest.raises(BackendError, match="still ran 5 s after SIGKILL: 123 456 "):
+        kill_session(Host(), "x")

@@ -8,7 +8,8 @@
 #   launch.sh status DIR       prints the shell's exit status, once it has ended
 #   launch.sh stop DIR         stops what the session started, removes DIR
 #   launch.sh list             one line per named session of this user
-#   launch.sh kill NAME        stops the named session NAME
+#   launch.sh kill NAME        stops the named session NAME: prints killed once
+#                              all of it has ended, else "left PID..."
 #   launch.sh sweep            removes this user's state directories that
 #                              provably belong to no process any more (in
 #                              the background; start and open do it too)
@@ -47,12 +48,15 @@ shift
 
 # stop DIR: everything the session started, then DIR: reap.sh all from the
 # wrapper (the shell's parent, leading its session), which signals it only
-# while it is the process wrapper.pid records.
+# while it is the process wrapper.pid records, and returns once all of it
+# has ended. Prints the pids of what would not end, if any.
 stop() {
   [ -d "$1" ] && [ ! -L "$1" ] || return 0
+  reaped=
   read -r wrapper _ 2>/dev/null < "$1/wrapper.pid" && [ -f "$1/reap.sh" ] &&
-    sh "$1/reap.sh" all - "$wrapper" "$1" >/dev/null 2>&1
+    reaped=$(sh "$1/reap.sh" all - "$wrapper" "$1" 2>/dev/null)
   rm -rf -- "$1"
+  case $reaped in *left\ *) echo "${reaped##*left }" ;; esac
 }
 
 start() {
@@ -147,14 +151,7 @@ launch() {
 # zombie its wrapper has not reaped yet: the wrapper alone outlives it briefly.
 shell_ended() {
   { read -r _ && read -r s; } 2>/dev/null < "$dir/shell" || return 1
-  if procfs; then
-    read -r line 2>/dev/null < "/proc/$s/stat" || return 0
-    line=${line##*) }
-    [ "${line%% *}" = Z ]
-    return
-  fi
-  case $(ps -o stat= -p "$s" 2>/dev/null) in Z*) return 0 ;; esac
-  ! pid_alive "$dir/shell.start"
+  ! running "$s" || { ! procfs && ! pid_alive "$dir/shell.start"; }
 }
 
 # private DIR: a directory (not a symlink) of this user, writable by nobody else.
@@ -206,28 +203,43 @@ second() {
 # lock: holds, until this script ends, the lock that serialises opening and
 # killing the named session $name on this host ($sessions/.NAME.lock, which
 # no session name can clash with): else a second kernel would find the
-# session half made, take it for ended and remove it. A lock whose holder
-# is gone (killed while it held it) is stale: one waiter removes it, under
-# a lock of its own, once the holder's record proves the holder gone.
+# session half made, take it for ended and remove it. A lock is stale once
+# its maker is provably gone (its record names a process that no longer
+# runs) or it is older than a minute, more than any open or kill takes (a
+# kernel gives up on an open after 25 s): a maker killed between making it
+# and writing its record left none. One waiter at a time removes a stale
+# lock, under $lock.break, which is taken over the same way when a waiter
+# was killed while it held that.
 lock() {
   lock=$sessions/.$name.lock
   n=0
   until mkdir "$lock" 2>/dev/null; do
-    if pid_gone "$lock/pid" && mkdir "$lock.break" 2>/dev/null; then
-      pid_gone "$lock/pid" && rm -rf "$lock"
-      rmdir "$lock.break"
-      continue
+    if stale "$lock"; then
+      if mkdir "$lock.break" 2>/dev/null; then
+        pid_record $$ "$lock.break/pid"
+        stale "$lock" && rm -rf "$lock"
+        rm -rf "$lock.break"
+        continue
+      fi
+      if stale "$lock.break"; then rm -rf "$lock.break"; continue; fi
     fi
     n=$((n + 1))
     [ $n -lt 200 ] || {
       echo "refused another kernel has been opening or stopping the session $name on this" \
-        "host for 20 s, so nothing was run. Try again; if no kernel is starting, remove $lock."
+        "host for 20 s, so nothing was run. Try again (a lock left by a kernel that was" \
+        "killed is taken over once that kernel is gone, or after a minute)."
       exit 3
     }
     sleep 0.1 2>/dev/null || sleep 1
   done
   trap 'rm -rf "$lock"' EXIT
   pid_record $$ "$lock/pid"
+}
+
+# stale LOCK: LOCK's maker is provably gone, or LOCK is older than a minute
+# (find's -mmin is not POSIX, but GNU, BusyBox and the BSDs have it).
+stale() {
+  pid_gone "$1/pid" || [ -n "$(find "$1" -prune -mmin +1 2>/dev/null)" ]
 }
 
 open_named() {
@@ -264,7 +276,7 @@ open_named() {
       # Its watchdog would remove the directory once it sees the shell gone,
       # even after the new session of this name has made it again.
       pid_kill TERM "$dir/watchdog.pid"
-      stop "$dir"  # it ended (its shell exited, or the host rebooted)
+      stop "$dir" >/dev/null  # it ended (its shell exited, or the host rebooted)
     fi
     if mkdir "$dir" 2>/dev/null; then
       echo "$owner" > "$dir/owner"
@@ -402,8 +414,8 @@ case $mode in
     sessions_dir
     lock
     if [ -d "$sessions/$1" ] && private "$sessions/$1"; then
-      stop "$sessions/$1"
-      echo killed
+      left=$(stop "$sessions/$1")
+      if [ -z "$left" ]; then echo killed; else echo "left $left"; fi
     else
       echo none
     fi ;;

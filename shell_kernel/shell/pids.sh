@@ -128,3 +128,15 @@ pid_gone() {
   [ "$(start_kind "$pid_now")" = "$(start_kind "$recorded_start")" ] &&
     ! pid_is "$recorded" "$recorded_start"
 }
+
+# running PID: PID is a process that has not ended. A zombie has: where
+# nothing reaps it (a container's init) it stays in the table for good.
+running() {
+  if procfs; then
+    pid_stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    pid_stat=${pid_stat##*) }
+    [ "${pid_stat%% *}" != Z ]
+  else
+    case $(ps -o stat= -p "$1" 2>/dev/null) in '' | Z*) return 1 ;; esac
+  fi
+}

@@ -7,7 +7,9 @@
 #   reap.sh orphans SIG SHELL STATE_DIR TOKEN..    signal what is left of the noted
 #                                                  processes and their descendants
 #   reap.sh all     -   SHELL STATE_DIR            stop everything the session
-#                                                  started, remove STATE_DIR
+#                                                  started, remove STATE_DIR (and
+#                                                  print "left PID..." for what
+#                                                  would not end)
 #   reap.sh ended   -   SHELL STATE_DIR SEQ        print "yes" if cell SEQ has ended
 #
 # The running cell's processes are the shell's descendants, minus the trees
@@ -33,24 +35,25 @@ noted=$*
 
 #include pids.sh
 
-# Prints "pid ppid sid" a line. From /proc/*/stat where there is a /proc:
+# Prints "pid ppid sid pgid state" a line. From /proc/*/stat where there is a /proc:
 # less than half of what ps costs (ps reads two files a process and starts
 # slower), which counts on a host with many sessions, each scanning the
 # whole table when it ends. A stat line is "PID (NAME) STATE PPID PGRP SID
 # ...", NAME being anything, even ") " and newlines: a record ends where the
-# text after its last ") " has all the fields. Else ps, without sid where ps
-# has none (it is not POSIX).
+# text after its last ") " has all the fields. Else ps, with "-" for sid
+# and pgid where ps has no sid (it is not POSIX).
 table() {
   if procfs; then
     rows=$(cat /proc/[0-9]*/stat 2>/dev/null | awk '
       { record = (record == "") ? $0 : record "\n" $0
         rest = record; sub(/.*\) /, "", rest)
         if (split(rest, v, " ") < 20) next
-        split(record, head, " "); print head[1], v[2], v[4]; record = "" }')
+        split(record, head, " "); print head[1], v[2], v[4], v[3], v[1]; record = "" }')
     # Empty only if reading /proc failed (this shell is in it): ps then.
     if [ -n "$rows" ]; then printf '%s\n' "$rows"; return; fi
   fi
-  ps -A -o pid= -o ppid= -o sid= 2>/dev/null || ps -A -o pid= -o ppid=
+  ps -A -o pid= -o ppid= -o sid= -o pgid= -o stat= 2>/dev/null ||
+    ps -A -o pid= -o ppid= -o stat= | awk '{ print $1, $2, "-", "-", $3 }'
 }
 
 # $1: cell (the cell's tree and the noted processes), orphans (the noted
@@ -112,7 +115,7 @@ members() {
     END {
       # The shell is not always its session leader (a durable session has a
       # wrapper above it); its session is what its background daemons share.
-      session = (root in sid && sid[root] != "") ? sid[root] : root
+      session = (sid[root] ~ /^[0-9]+$/) ? sid[root] : root
       n = split(jobs, s, /[ \n]+/)
       for (i = 1; i <= n; i++) if (s[i] != "") excluded[s[i]] = 1
       n = split(noted, s, /[ \n]+/)
@@ -197,6 +200,8 @@ case $mode in
     # the SSH session that started it, which may be the one running this:
     # spare this script and its ancestors. (One table for both.)
     snapshot=$(table)
+    # The session's id: the root's, or the root's pid once it is gone (as members tells it).
+    session=$(printf '%s\n' "$snapshot" | awk -v root="$root" '$1 == root && $3 ~ /^[0-9]+$/ { s = $3 } END { print (s != "") ? s : root }')
     # The root is signalled, and its tree and session reaped, only while it
     # is the process that STATE_DIR records (shell.start: the shell's, as
     # session.bash wrote it; wrapper.pid: a durable session's wrapper): once
@@ -238,21 +243,43 @@ case $mode in
         case " $alive " in *" ${t%%:*} "*) pid_is "${t%%:*}" "${t#*:}" && kill -KILL "${t%%:*}" 2>/dev/null ;; esac
       done
     fi
-    if [ "$reap" = all ]; then
-      kill -KILL "$root" 2>/dev/null
-      # What the root started while the signals went out (a shell still
-      # starting: its PROMPT_COMMAND) was in no listing: its session once
-      # more, now that the root can start nothing.
+    [ "$reap" = all ] && kill -KILL "$root" 2>/dev/null
+    # Done only once nothing of the session runs: what the root or any
+    # member started while the signals went out (a shell still starting into
+    # its PROMPT_COMMAND, a cell's processes forking) was in no listing, and
+    # what was killed may take a moment to die on a loaded host. Listed again
+    # and killed until none is left, for 5 s at most; what still runs then
+    # (a process that cannot die, in uninterruptible sleep) is printed on a
+    # last line "left PID...". Their process groups too, those of the
+    # session's own (a group never spans sessions) with nothing spared in
+    # them: a group's signal reaches every member, even one forked as it
+    # goes out, which a listing cannot (a cell whose processes keep forking).
+    left=
+    n=0
+    while [ -n "$reap" ]; do
       snapshot=$(table)
-      for p in $(members all); do
-        case $spared in *" $p "*) ;; *) kill -KILL "$p" 2>/dev/null && pids="$pids $p" ;; esac
-      done
-    fi
+      # Those not ended (a zombie has: where nothing reaps it, a container's
+      # init, it stays), as the table tells them: no fork per process.
+      left=$(printf '%s\n' "$snapshot" | awk -v members=" $(members all) " -v spared="$spared" \
+        -v root="$(if [ "$reap" = all ]; then echo "$root"; fi)" '
+        (index(members, " " $1 " ") || $1 == root) && !index(spared, " " $1 " ") && $5 !~ /^Z/ {
+          printf " %s", $1 }')
+      [ -n "$left" ] && [ $n -lt 50 ] || break
+      groups=$(printf '%s\n' "$snapshot" | awk -v session="$session" -v spared="$spared" '
+        index(spared, " " $1 " ") { kept[$4] = 1; next }
+        session != "" && $3 == session && $4 ~ /^[0-9]+$/ && $4 > 1 { group[$4] = 1 }
+        END { for (g in group) if (!(g in kept)) printf "-%s ", g }')
+      kill -KILL $left $groups 2>/dev/null
+      pids="$pids $left"
+      sleep 0.1 2>/dev/null || sleep 1
+      n=$((n + 1))
+    done
     pid_kill TERM "$dir/watchdog.pid"
     case $dir in
       */shell_kernel.* | */shell_kernel-[0-9]*/*) [ -d "$dir" ] && [ ! -L "$dir" ] && rm -rf -- "$dir" ;;
     esac
     echo $pids
+    [ -z "$left" ] || echo "left$left"
     ;;
   *)
     echo "reap.sh: unknown mode $mode" >&2
