@@ -202,7 +202,8 @@ def shell_kernel_run(hosts: Hosts, nb: Path, n: int, jobs: int, work: Path,
     env = {**os.environ, "PYTHONPATH": str(code)} if code else None
     result = measure([sys.executable, "-m", "shell_kernel", "run", nb, "--hosts",
                       f"@{hosts.host_file(n)}", "--ssh-config", hosts.config, "--jobs", jobs,
-                      "--output-dir", out] + (["--durable"] if durable else []), hosts, env=env)
+                      "--output-dir", out] + (["--durable"] if durable else []), hosts, env=env,
+                     cwd=str(work))  # (-m would find the package in the current directory first)
     try:
         statuses = [h["status"] for h in json.loads((out / "summary.json").read_text())["hosts"].values()]
         result["ok_hosts"] = statuses.count("ok")
