@@ -125,6 +125,8 @@ def test_completion_functions_leave_the_shell_as_it_was(kernel, tmp_path):
 
 def test_a_slow_completion_function_is_stopped(kernel):
     kernel.ok("_sk_slow() { while :; do :; done; }; complete -F _sk_slow sk_slow; sk_var=kept")
+    children = "read -r kids < /proc/$$/task/$$/children; echo $kids"
+    before = set(kernel.ok(children).split())
     started = time.monotonic()
     reply = complete(kernel, "sk_slow x")
     waited = time.monotonic() - started
@@ -132,6 +134,7 @@ def test_a_slow_completion_function_is_stopped(kernel):
     started = time.monotonic()
     assert kernel.ok("echo $sk_var") == "kept\n"
     assert time.monotonic() - started < 5
+    assert set(kernel.ok(children).split()) <= before  # the spinning subshell is gone
     kernel.ok("complete -r sk_slow; unset -f _sk_slow")
 
 
