@@ -1,7 +1,10 @@
 """SSH connection set-up, as OpenSSH does it: ssh_config's target (see
 ssh_target), ProxyJump hosts or a ProxyCommand, host keys checked against
 known_hosts, public-key login, the transport's preferences, and the
-"exit-signal" request that paramiko drops.
+"exit-signal" request that paramiko drops. A connection the host drops
+before it says who it is (a busy sshd's MaxStartups, a reset during key
+exchange, a banner not read in time) is tried again for up to 30 s, after a
+growing, jittered pause; a refused login or host key never is.
 
 Runs on the thread that connects (the session's caller or launch thread).
 """
@@ -10,8 +13,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 import signal
 import threading
+import time
 
 import paramiko
 
@@ -24,6 +29,30 @@ from .ssh_target import SSHTarget, TargetError
 log = logging.getLogger("shell_kernel.ssh")
 
 CONNECT_TIMEOUT = 15.0
+#: How long a connection the host drops before login (see _PassingFailure) is
+#: tried again: pauses of 0.5 s doubled up to 4 s, jittered, until this many
+#: seconds have passed since the first try (within the kernel's start timeout).
+RETRY_FOR = 30.0
+RETRY_PAUSES = (0.5, 4.0)
+
+
+class _PassingFailure(BackendError):
+    """The connection ended before the host said anything about the user or
+    its key: it was dropped or reset during the banner or key exchange, as
+    a host (or controller) under load does. Trying again may work."""
+
+
+def _passing(err: BaseException) -> bool:
+    """Whether paramiko's err is a _PassingFailure: an authentication
+    error or an unknown peer's protocol never is."""
+    if isinstance(err, paramiko.AuthenticationException):
+        return False
+    # Not a TCP connect that timed out (socket.timeout): a host that is off, or
+    # behind a firewall, would cost its timeout again and again.
+    if isinstance(err, (EOFError, ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
+        return True
+    return isinstance(err, paramiko.SSHException) and \
+        str(err).startswith("Error reading SSH protocol banner")
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -82,6 +111,27 @@ def connect(target: SSHTarget, accept_new_host_key: bool = False,
     carry its traffic and must stay open). `resolve_jump` maps a ProxyJump
     entry to an SSHTarget.
     """
+    started, (pause, longest) = time.monotonic(), RETRY_PAUSES
+    attempt = 1
+    while True:
+        try:
+            return _connect_once(target, accept_new_host_key, resolve_jump)
+        except _PassingFailure as err:
+            waited = time.monotonic() - started
+            if waited >= RETRY_FOR:
+                raise BackendError(
+                    f"{err} (tried {attempt} times over {waited:.0f} s: the host dropped each "
+                    "connection before login; it may be overloaded, e.g. past sshd's "
+                    "MaxStartups. Nothing ran there; try again later, or with fewer "
+                    "connections at once)") from None
+            log.info("connecting to %s, try %d: %s; trying again", target.describe(), attempt, err)
+        # Jittered, so that hosts dropped together do not all come back together.
+        time.sleep(min(pause * random.uniform(0.5, 1.5), RETRY_FOR - waited))
+        pause, attempt = min(pause * 2, longest), attempt + 1
+
+
+def _connect_once(target: SSHTarget, accept_new_host_key: bool,
+                  resolve_jump) -> list[paramiko.SSHClient]:
     try:
         return _connect(target, accept_new_host_key, resolve_jump, [target.alias])
     except BackendError:
@@ -164,7 +214,8 @@ def _login(target: SSHTarget, accept_new_host_key: bool, sock) -> paramiko.SSHCl
     except (paramiko.SSHException, OSError, EOFError) as err:
         reason = sock.failure() if isinstance(sock, ProxyCommandSocket) else None
         client.close()
-        raise BackendError(f"could not connect to {target.describe()}: {reason or err}") from None
+        kind = _PassingFailure if reason is None and _passing(err) else BackendError
+        raise kind(f"could not connect to {target.describe()}: {reason or err}") from None
     return client
 
 
