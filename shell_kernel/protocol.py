@@ -109,7 +109,7 @@ def eval_lines(source: bytes, seq: int) -> bytes:
     return (
         b"__shell_kernel_resume %d %s''; builtin eval -- " % (seq, fc) + ansi_c_quote(source)
         + b" <&%d >&61 2>&62; __shell_kernel_whole=$?\n" % STDIN_FD
-        + post_line(seq, b"$?", history_entry(source))
+        + post_line(seq, b"$?", history_entry(source), command_words(source))
     )
 
 
@@ -188,12 +188,41 @@ def query_line(seq: int, what: str, text: str) -> bytes:
     return b"__shell_kernel_query %d %s %s\n" % (seq, what.encode(), ansi_c_quote(data))
 
 
-def post_line(seq: int, status: bytes = b"130", history: bytes | None = None) -> bytes:
+def post_line(seq: int, status: bytes = b"130", history: bytes | None = None,
+              words: bytes | None = None) -> bytes:
     """A post-hook line; sent again after an interrupt in case the first was cut.
-    history: the cell's entry for the shell's history list (see history_entry)."""
+    history: the cell's entry for the shell's history list (see history_entry).
+    words: the cell's command words (see command_words)."""
     entry = b"" if history is None else b" " + ansi_c_quote(history)
-    return (b"__shell_kernel_rc=" + status + b" __shell_kernel_flags=$-; builtin set +T; "
-            b"__shell_kernel_post %d%s\n" % (seq, entry))
+    named = b"" if words is None else b" __shell_kernel_words=" + ansi_c_quote(words)
+    return (b"__shell_kernel_rc=" + status + b" __shell_kernel_flags=$-" + named
+            + b"; builtin set +T; __shell_kernel_post %d%s\n" % (seq, entry))
+
+
+# A word in command position: at a line's start, after an operator or a
+# keyword that a command follows. Only what an alias name can be (no
+# quotes, $, /, =, globbing or operators).
+# (The word is matched ahead, not taken: `then ll` finds then, then ll.)
+_COMMAND_WORD = re.compile(
+    rb"(?:^|[;&|(){}!`]|\b(?:then|do|else|elif|time)\b)[ \t]*"
+    rb"(?=([A-Za-z0-9_.:,@%+^~-]+)(?:[\s;&|)]|$))", re.MULTILINE)
+_KEYWORDS = frozenset(b"if then else elif fi do done case esac while until for select function "
+                      b"time".split())
+#: At most so many words go (a bigger cell's failing alias may go unnamed).
+MAX_COMMAND_WORDS = 64
+
+
+def command_words(source: bytes) -> bytes:
+    """The distinct words in command position in a cell, space-separated:
+    the only names the post hook looks up as aliases when the cell fails
+    (the whole `alias` listing cost seconds with thousands of aliases)."""
+    found: dict[bytes, None] = {}
+    for match in _COMMAND_WORD.finditer(source[:MAX_HISTORY_ENTRY]):
+        if match.group(1) not in _KEYWORDS:
+            found.setdefault(match.group(1), None)
+        if len(found) == MAX_COMMAND_WORDS:
+            break
+    return b" ".join(found)
 
 
 def barrier_line(nonce: str) -> bytes:

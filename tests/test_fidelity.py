@@ -61,6 +61,22 @@ def test_the_failing_command_is_named_as_typed_not_as_its_alias_expands(kernel):
     kernel.ok("unalias ls grep nope")
 
 
+
+def test_many_aliases_leave_a_failing_cell_quick_and_named_as_typed(kernel):
+    """3,000 aliases made every failing cell take 4.75 s: the failure hook
+    read the whole `alias` listing, a line at a time (quadratic: 20,000 took
+    minutes). It now asks only for the cell's command words. A liveness
+    timeout only: the old hook outlasted it by far."""
+    kernel.ok("for i in $(seq 20000); do alias sk_many_$i=true; done; alias sk_many_ll='ls -l'",
+              timeout=120)
+    try:
+        for _ in range(3):
+            execution = kernel.run("true\nsk_many_ll /no/such/dir", timeout=60)
+            assert execution.exit_code == 2
+            assert execution.meta["command"] == "sk_many_ll /no/such/dir" and execution.meta["line"] == 2
+    finally:
+        kernel.ok("for i in $(seq 20000); do unalias sk_many_$i; done; unalias sk_many_ll", timeout=120)
+
 def test_conditions_and_successes_name_nothing(kernel):
     for code in ("false || true", "if false; then :; fi", "while false; do :; done",
                  "grep -q nomatch /dev/null && echo x; true", "echo fine"):

@@ -372,16 +372,19 @@ builtin unset -v __shell_kernel_on_err
 # the line only (the kernel names the line's text).
 # BASH_COMMAND is the command after alias expansion: an alias's text goes
 # back to the name that was typed (Debian's ls='ls --color=auto': the user
-# wrote `ls /x`), the longest that fits.
+# wrote `ls /x`), the longest that fits. Only the cell's command words
+# (__shell_kernel_words, from the kernel) are looked up: the cost does not
+# grow with the number of aliases.
 __shell_kernel_failure() {
   builtin local command __shell_kernel_aliases __shell_kernel_alias __shell_kernel_value
-  builtin local __shell_kernel_typed=
+  builtin local __shell_kernel_typed= IFS=' '
   [[ ${__shell_kernel_failed[0]-} == "$1" ]] || builtin return 0
   command=${__shell_kernel_failed[3]:0:200}
   if [[ ${__shell_kernel_failed[2]##* } != "$1" ]]; then command=; fi
-  if [[ -n $command ]]; then
-    # Split here, not read from a here-string (a temporary file before bash 5.1).
-    __shell_kernel_aliases=$(builtin alias)$'\n'
+  if [[ -n $command && -n ${__shell_kernel_words-} ]]; then
+    # Split here, not read from a here-string (a temporary file before bash
+    # 5.1). The words hold no glob or quote character (see protocol.py).
+    __shell_kernel_aliases=$(builtin alias -- $__shell_kernel_words 2>/dev/null; builtin true)$'\n'
     while [[ -n $__shell_kernel_aliases ]]; do
       __shell_kernel_alias=${__shell_kernel_aliases%%$'\n'*}
       __shell_kernel_aliases=${__shell_kernel_aliases#*$'\n'}

@@ -323,3 +323,13 @@ def test_cell_error_says_what_is_known():
     assert cell_error(CellRecord(130, 0.1, interrupted=True))[1:] == (
         "130", "Interrupted (exit status 130)")
     assert cell_error(CellRecord(1, 0.1, shell_lost="The shell ended."))[1] == "The shell ended."
+
+
+def test_the_post_line_names_the_cells_command_words_for_the_alias_lookup():
+    cell = b"ll /x\nif true; then ll /y; fi\n  grep -q x | sk_ll; echo $(foo a)\n\"q\" 'r' $v"
+    assert protocol.command_words(cell) == b"ll grep sk_ll echo foo"
+    assert b" __shell_kernel_words=$'ll grep sk_ll echo foo'; " in protocol.eval_lines(cell, 4)
+    many = b"; ".join(b"c%d" % n for n in range(200))
+    assert len(protocol.command_words(many).split()) == protocol.MAX_COMMAND_WORDS
+    # An interrupt's repeat of the post line leaves the words as they were.
+    assert b"words" not in protocol.post_line(4)
