@@ -40,6 +40,14 @@ def failed_command(source: str, line: int | None, command: str | None
     last line of a compound command; the line the user ran is found then.
     """
     lines = source.split("\n")
+    if line is not None and not 1 <= line <= len(lines) and len(source.strip().split("\n")) == 1:
+        # Bash 4.2 notes a function's failure on its body's line, outside a
+        # one-line cell: the line that called it is that one line.
+        line = next(number for number, text in enumerate(lines, 1) if text.strip())
+        last = _last_simple_command(lines[line - 1].strip())
+        if command is None or last is None or _holds(lines[line - 1].strip(), command.split()):
+            return command, None
+        return last[:MAX_COMMAND], line
     if line is None or not 1 <= line <= len(lines):
         return command, None
     call = _call_of_function_around(lines, line)
@@ -52,7 +60,34 @@ def failed_command(source: str, line: int | None, command: str | None
     inner = _line_inside(lines, line, words) if words else None
     if inner is not None:
         return command, inner
+    last = _last_simple_command(text) if words else None
+    if last is not None:
+        return last[:MAX_COMMAND], line
     return (text[:MAX_COMMAND] or command), line
+
+
+# What separates the simple commands of a line (`|&` before `|`, `&&`
+# before `&`); a line that holds more than that (quotes, compound commands,
+# subshells, substitutions) is not split.
+_SEPARATOR = re.compile(r"\|\||&&|\|&|[;|&]")
+_NOT_SPLIT = re.compile(r"""['"`\\(){}#<>]|\$\(""")
+_KEYWORDS = _OPENS | _CLOSES | {"then", "else", "elif", "do", "in", "!", "time", "function", "[["}
+
+
+def _last_simple_command(text: str) -> str | None:
+    """The last simple command of a plain line (None if the line is not
+    plain): the one that ran last. The shell noted the failure at that line
+    with a command that is not on it, run inside what the line called (a
+    function): the cell's status is the last status set there, so the call
+    is the line's last command (an earlier one, failing, was noted itself,
+    or did not set the cell's status: `f && g`, f failing, is not seen)."""
+    if _NOT_SPLIT.search(text):
+        return None
+    last = _SEPARATOR.split(text.rstrip(" \t;&"))[-1].strip()
+    words = last.split()
+    if not words or words[0] in _KEYWORDS:
+        return None
+    return last
 
 
 def _holds(text: str, words: list[str]) -> bool:

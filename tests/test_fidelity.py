@@ -35,6 +35,8 @@ def error_line(execution) -> str:
     ("echo one\nexit 3\necho never", 2, "exit 3"),
     ("stop() { exit 4; }\nstop", 2, "stop"),
     ("for f in a b; do\n  false\ndone", 2, "false"),
+    # A failure inside a function the line calls last (display is one).
+    ("echo a; echo b; display /no/such/file.png", 1, "display /no/such/file.png"),
     ("if true; then\n  test -e /no/such/file\nfi", 2, "test -e /no/such/file"),
 ])
 def test_the_failing_command_and_its_line_are_named(kernel, code, line, command):

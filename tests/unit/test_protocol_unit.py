@@ -333,3 +333,23 @@ def test_the_post_line_names_the_cells_command_words_for_the_alias_lookup():
     assert len(protocol.command_words(many).split()) == protocol.MAX_COMMAND_WORDS
     # An interrupt's repeat of the post line leaves the words as they were.
     assert b"words" not in protocol.post_line(4)
+
+
+def test_a_failure_inside_a_function_names_the_lines_last_command():
+    """`cmd1; cmd2; display x.png` fails inside display (a function): the
+    shell notes `builtin return 1`, which is not on the line; the status is
+    then the last command's of the line that ran, not the whole line's."""
+    from shell_kernel.failure import failed_command
+    assert failed_command("echo a; echo b; display /x.png", 1, "builtin return 1") == \
+        ("display /x.png", 1)
+    assert failed_command("cd /tmp && check_all --fast", 1, "return 4") == ("check_all --fast", 1)
+    assert failed_command("true\necho x | f arg", 2, "return 4") == ("f arg", 2)
+    # A compound command on the line: which part failed is not known.
+    assert failed_command("if true; then f; fi", 1, "return 4") == ("if true; then f; fi", 1)
+    assert failed_command("echo a; (f)", 1, "return 4") == ("echo a; (f)", 1)
+    # Bash 4.2 notes the line in a function defined elsewhere (session.bash's
+    # display): a one-line cell's line is the one that called it.
+    assert failed_command("\necho a; display /x.png\n", 312, "builtin return 1") == \
+        ("display /x.png", 2)
+    assert failed_command("source x.sh", 30, "false") == ("source x.sh", 1)
+    assert failed_command("false", 30, "false") == ("false", None)
