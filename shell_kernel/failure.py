@@ -48,6 +48,8 @@ def failed_command(source: str, line: int | None, command: str | None
         if command is None or last is None or _holds(lines[line - 1].strip(), command.split()):
             return command, None
         return last[:MAX_COMMAND], line
+    if line is None and command is None:
+        return _unseen_failure(lines)
     if line is None or not 1 <= line <= len(lines):
         return command, None
     call = _call_of_function_around(lines, line)
@@ -72,6 +74,22 @@ def failed_command(source: str, line: int | None, command: str | None
 _SEPARATOR = re.compile(r"\|\||&&|\|&|[;|&]")
 _NOT_SPLIT = re.compile(r"""['"`\\(){}#<>]|\$\(""")
 _KEYWORDS = _OPENS | _CLOSES | {"then", "else", "elif", "do", "in", "!", "time", "function", "[["}
+
+
+def _unseen_failure(lines: list[str]) -> tuple[str | None, int | None]:
+    """A status that no ERR trap saw: `X && Y` ending the cell stopped at X
+    (Y's failure would have been seen): (X, its line) when the cell's last
+    line is plain and ends so, else (None, None) (`! cmd`, a longer chain)."""
+    numbered = [(number, text.strip()) for number, text in enumerate(lines, 1) if text.strip()]
+    if not numbered or _NOT_SPLIT.search(numbered[-1][1]):
+        return None, None
+    number, text = numbered[-1]
+    last = re.split(r"\|\||;|(?<!&)&(?!&)", text.rstrip(" \t;"))[-1]
+    parts = [part.strip() for part in last.split("&&")]
+    if "||" in text or len(parts) != 2 or not parts[0].split() \
+            or parts[0].split()[0] in _KEYWORDS - {"[["}:
+        return None, None
+    return parts[0][:MAX_COMMAND], number
 
 
 def _last_simple_command(text: str) -> str | None:

@@ -97,9 +97,16 @@ def test_pipefail_and_pipestatus_keep_their_meaning(kernel):
 
 
 def test_a_status_the_trap_cannot_see_is_reported_without_a_command(kernel):
-    for code in ("! true", "false && true"):
+    execution = kernel.run("! true")
+    assert error_line(execution) == "ExitCode: exit status 1"
+
+
+def test_a_chain_that_stopped_names_the_command_that_stopped_it(kernel):
+    """No ERR trap sees `X && Y` stop at X: the last line ending so names X."""
+    for code, line, command in (("[[ -d /nope ]] && echo yes", 1, "[[ -d /nope ]]"),
+                                ("echo a\nfalse && true", 2, "false")):
         execution = kernel.run(code)
-        assert error_line(execution) == "ExitCode: exit status 1", code
+        assert error_line(execution) == f"ExitCode: exit status 1 from '{command}' (line {line})"
 
 
 def test_set_x_shows_no_trace_of_the_kernel(kernel):

@@ -353,3 +353,12 @@ def test_a_failure_inside_a_function_names_the_lines_last_command():
         ("display /x.png", 2)
     assert failed_command("source x.sh", 30, "false") == ("source x.sh", 1)
     assert failed_command("false", 30, "false") == ("false", None)
+
+
+def test_a_status_the_err_trap_cannot_see_names_the_command_that_stopped_the_chain():
+    from shell_kernel.failure import failed_command
+    assert failed_command("[[ -d /nope ]] && echo yes", None, None) == ("[[ -d /nope ]]", 1)
+    assert failed_command("cd /x\ntest -e y && rm y\n", None, None) == ("test -e y", 2)
+    assert failed_command("echo a; grep -q x f && echo found", None, None) == ("grep -q x f", 1)
+    for cell in ("! true", "a && b && c", "a || b", "if a; then b; fi", "echo 'a && b'"):
+        assert failed_command(cell, None, None) == (None, None), cell
