@@ -247,6 +247,20 @@ def test_a_killed_kernel_leaves_nothing_that_left_the_shells_session(start_kerne
         kill_markers(*markers)
 
 
+def test_a_shutdown_leaves_nothing_that_left_the_shells_session(start_kernel):
+    """As after a SIGKILL (above): a shutdown ends the daemons too."""
+    kernel = start_kernel()
+    markers = ("1000.184", "1000.185")
+    kernel.ok(f"setsid sleep {markers[0]} &\n(setsid sh -c 'sleep {markers[1]} & exit' &)")
+    try:
+        assert wait_until(lambda: all(pids_matching(m) for m in markers), timeout=10)
+        kernel.shutdown()
+        for marker in markers:
+            assert wait_until(lambda: not pids_matching(marker), timeout=10), marker
+    finally:
+        kill_markers(*markers)
+
+
 def test_shell_and_cells_start_with_default_signal_dispositions(start_kernel):
     # As after `jupyter lab &` in a script: the kernel inherits SIGINT
     # ignored (and here also a blocked signal).

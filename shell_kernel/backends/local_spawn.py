@@ -75,9 +75,9 @@ class SpawnedShell:
         self.state_dir = make_state_dir((env or os.environ).get("TMPDIR") or "/tmp")
         # In the environment of every process the shell starts, unless one
         # clears it: how the guard finds those that left the shell's tree.
-        mark = os.urandom(8).hex()
+        self._mark = os.urandom(8).hex()
         env = with_launch_environment(env)
-        env[SESSION_MARK] = mark
+        env[SESSION_MARK] = self._mark
         try:
             # A new session: terminal Ctrl-C aimed at the kernel never reaches
             # the shell, and the reaper can find double-forked daemons by sid.
@@ -92,14 +92,17 @@ class SpawnedShell:
             # group (jupyter_client's) does not take the guard with it. It
             # holds the shell's input open (see guard.sh).
             self.guard: subprocess.Popen | None = subprocess.Popen(
-                ["/bin/sh", "-c", GUARD_SCRIPT, "shell_kernel", REAP_SCRIPT,
-                 str(self.proc.pid), self.state_dir or "", mark],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, pass_fds=(self.proc.stdin.fileno(),))
+                self._guard_argv(), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+                pass_fds=(self.proc.stdin.fileno(),))
         except BaseException:
             self.guard = None
             self.close()
             raise
+
+    def _guard_argv(self) -> list[str]:
+        return ["/bin/sh", "-c", GUARD_SCRIPT, "shell_kernel", REAP_SCRIPT, str(self.proc.pid),
+                self.state_dir or "", self._mark]
 
     def close(self, before_pipes_close=None) -> None:
         """End the shell and its guard (the kernel closes the session: nothing
@@ -134,6 +137,14 @@ class SpawnedShell:
             except OSError:
                 proc.kill()
             proc.wait()
+        # What left its tree (a double-forked daemon) ends with it, as when
+        # the kernel dies: the guard's work, its input at end-of-file at once.
+        try:
+            subprocess.run(self._guard_argv(), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=END_WAIT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
         if before_pipes_close is not None:
             before_pipes_close()
         for pipe in (proc.stdout, proc.stderr):
