@@ -89,7 +89,10 @@ class Fleet:
             found = [f"pid {pid}: {cmdline(pid)}"
                      for server in (self.server, self.flaky) if server.running
                      for pid in descendants([server.pid]) if pid != server.pid]
-            found += [f"file {path}" for path in self.tmp.iterdir()]
+            # (but for the user's directory holding only launch.sh sweep's stamp)
+            own = self.tmp / f"shell_kernel-{os.getuid()}"
+            found += [f"file {path}" for path in self.tmp.iterdir()
+                      if path != own or {p.name for p in own.iterdir()} - {".swept"}]
             if not found or time.monotonic() > deadline:
                 return found
             time.sleep(0.1)

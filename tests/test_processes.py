@@ -179,7 +179,7 @@ def test_a_side_command_that_hangs_never_leaves_the_shell_stopped(start_kernel, 
         fake = bindir / tool
         fake.write_text(
             "#!/bin/sh\n"
-            "if tr '\\0' ' ' < /proc/$PPID/cmdline | grep -q 'shell_kernel cell TERM'; then\n"
+            "if tr '\\0' ' ' < /proc/$PPID/cmdline | grep -q 'reap.sh cell TERM'; then\n"
             f"  while [ -e '{flag}' ]; do sleep 0.1; done\n"
             "fi\n"
             f"exec '{shutil.which(tool)}' \"$@\"\n")
@@ -191,7 +191,7 @@ def test_a_side_command_that_hangs_never_leaves_the_shell_stopped(start_kernel, 
         assert wait_until(lambda: pids_matching("1000.141"), timeout=10)
         kernel.km.interrupt_kernel()
         # reap.sh's own process (its subshells share its command line).
-        term_round = lambda: [p for p in pids_matching("shell_kernel cell TERM")  # noqa: E731
+        term_round = lambda: [p for p in pids_matching("reap.sh cell TERM")  # noqa: E731
                               if parent_of(p) == kernel.pid]
         assert wait_until(term_round, timeout=10)
         # The round hangs: the shell must not be held stopped meanwhile...
