@@ -90,7 +90,7 @@ def default_display_name(config: KernelConfig) -> str | None:
     words, bash = _variant(config), _bash(config)
     if config.ssh is not None:
         return f"Bash on {config.ssh} ({', '.join(['SSH', *([bash] if bash else []), *words])})"
-    shell = bash.capitalize() if bash else "Bash"
+    shell = "B" + bash[1:] if bash else "Bash"  # (not capitalize(): it lowercases a path)
     return f"{shell} ({', '.join(words or ['shell_kernel'])})" if words or bash else None
 
 

@@ -40,7 +40,8 @@ class ShellKernelSamples:
     completion_samples = [
         {"text": "ech", "matches": {"echo"}},
         {"text": "printf", "matches": {"printf"}},
-        {"text": "echo $HOM", "matches": {"HOME"}},
+        # readline's word is "$HOM" (COMP_WORDBREAKS has no "$"): it is replaced whole.
+        {"text": "echo $HOM", "matches": {"$HOME"}},
     ]
     complete_code_samples = [
         "echo hello",

@@ -146,10 +146,10 @@ def test_spool_stays_bounded_while_the_kernel_falls_behind(host, tmp_path):
     shaped = host()
     kernel = shaped.kernel("--output-limit-mb", "1")
     state, _ = remote_state(kernel)
-    # 100 MB over about 8 s: the host notices after SPOOL_STALL_SECONDS that
-    # nothing is being read any more.
+    # 200 MB over about 16 s: the host notices after SPOOL_STALL_SECONDS (10)
+    # that nothing is being read any more, while the cell still prints.
     produced = tmp_path / "produced"  # the test host is this machine
-    msg_id = kernel.start("sleep 1.0251; for i in $(seq 80); do head -c 1250001 /dev/zero | tr '\\0' z; "
+    msg_id = kernel.start("sleep 1.0251; for i in $(seq 160); do head -c 1250001 /dev/zero | tr '\\0' z; "
                           f"sleep 0.1; done; echo; touch {produced}; exit 7")
     # Stopped once the shell runs the cell (stopped earlier, the kernel may
     # not have sent it yet: nothing would run).

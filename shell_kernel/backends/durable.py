@@ -51,8 +51,10 @@ SPOOL_ACK_INTERVAL = 1.0
 ACK_TIMEOUT = 5.0
 # Once no kernel has said so for this long (it is away, or a laptop asleep
 # holds up the relay), the host keeps only the newest SPOOL_KEEP_BYTES of each
-# stream. A kernel that is reading, however slowly, loses nothing.
-SPOOL_STALL_SECONDS = 3
+# stream. A kernel that is reading, however slowly, loses nothing: so this is
+# well past what an acknowledgement can take on a loaded host (a side command
+# starved of CPU by the very output it acknowledges took over 3 s in CI).
+SPOOL_STALL_SECONDS = 10
 SPOOL_KEEP_BYTES = 16 << 20
 # A dead kernel is not a dropped network: its host closes the connection at
 # once, while a network that dropped gives the host no word for a long time
