@@ -317,14 +317,19 @@ def test_a_named_open_finds_its_live_session_after_the_time_zone_changed(
             (zoned_host.home / "zone").write_text(zone)
             return ssh_kernel(zoned_host.ssh_config, flags=["--session", name], **env)
         sessions_dir = zoned_host.sessions_dir
+    opened = []
     try:
-        first = open_session(ZONE)
-        shell_pid = first.ok("echo $$ $TZ").split()
+        opened.append(open_session(ZONE))
+        shell_pid = opened[0].ok("echo $$ $TZ").split()
         assert shell_pid[1:] == [ZONE]
-        first.shutdown()  # a named session stays
-        second = open_session(OTHER_ZONE)
-        execution = second.run("echo $$")
+        opened[0].shutdown()  # a named session stays
+        opened.append(open_session(OTHER_ZONE))
+        execution = opened[1].run("echo $$")
         assert execution.status == "ok", (execution.errors, execution.stderr)
         assert (execution.stdout, execution.stderr) == (f"{shell_pid[0]}\n", "")
     finally:
+        # Every kernel detached first: one still attached when its session is
+        # stopped starts a new shell of that name (the keeper's restart).
+        for kernel in opened:
+            kernel.shutdown()
         stop_sessions(sessions_dir)
