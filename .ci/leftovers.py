@@ -33,12 +33,20 @@ MARK = "SHELL_KERNEL_TEST_RUN"
 GRACE_SECONDS = 10.0  # kernels and sessions that are still shutting down
 
 
+def named_dir() -> Path:
+    return Path(os.environ.get("TMPDIR") or tempfile.gettempdir()) / f"shell_kernel-{os.getuid()}"
+
+
+# launch.sh's record of when it last swept this user's old state directories
+# (at most once an hour): kept on a user's host by design, not a session's state.
+SWEEP_STAMP = ".swept"
+
+
 def state_dirs() -> set[str]:
-    tmp = Path(os.environ.get("TMPDIR") or tempfile.gettempdir())
+    tmp = named_dir().parent
     found = {str(p) for p in tmp.glob("shell_kernel.*")} | {str(p) for p in tmp.glob("sk-ipc-*")}
-    named = tmp / f"shell_kernel-{os.getuid()}"
-    if named.is_dir():
-        found |= {str(p) for p in named.iterdir()}
+    if named_dir().is_dir():
+        found |= {str(p) for p in named_dir().iterdir() if p.name != SWEEP_STAMP}
     return found
 
 
@@ -91,6 +99,8 @@ def marked_processes(mark: str) -> dict[int, str]:
 
 def snapshot(path: Path) -> int:
     path.write_text(json.dumps({"state_dirs": sorted(state_dirs()),
+                                "named_dir": named_dir().exists(),
+                                "sweep_stamp": (named_dir() / SWEEP_STAMP).exists(),
                                 "pyenv_lock": pyenv_lock().exists()}))
     return 0
 
@@ -120,6 +130,16 @@ def check(path: Path) -> int:
         problems += [f"  {d} ({describe(Path(d))})" for d in new_dirs]
         for d in new_dirs:
             shutil.rmtree(d, ignore_errors=True)
+
+    # The sweep's stamp, made by the run's sessions as by any user's: removed
+    # (with its directory, if the run made that) to leave the machine as found.
+    if not before.get("sweep_stamp"):
+        (named_dir() / SWEEP_STAMP).unlink(missing_ok=True)
+        if not before.get("named_dir"):
+            try:
+                named_dir().rmdir()
+            except OSError:
+                pass
 
     lock = pyenv_lock()
     if lock.exists() and not before["pyenv_lock"]:

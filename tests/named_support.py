@@ -25,10 +25,13 @@ def lines(first: int, last: int) -> str:
     return "".join(f"line-{i}\n" for i in range(first, last + 1))
 
 
-def stop_sessions(sessions_dir: Path) -> None:
+def stop_sessions(sessions_dir: Path, env: dict | None = None) -> None:
+    """env: what the sessions' kernels had beside this process's environment
+    (SHELL_KERNEL_NO_PROC: their records are ps's, which only a stop that
+    reads ps matches)."""
     for state in sessions_dir.glob("*"):
         subprocess.run(["sh", "-c", script("launch.sh"), "launch.sh", "stop", str(state)],
-                       capture_output=True)
+                       capture_output=True, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")

@@ -268,7 +268,7 @@ def zoned_host(tmp_path):
     server.ssh_config = server.write_ssh_config(tmp_path / "ssh_config")
     server.home, server.sessions_dir = home, remote_tmp / f"shell_kernel-{UID}"
     yield server
-    stop_sessions(server.sessions_dir)
+    stop_sessions(server.sessions_dir, {shell.NO_PROC: "1"})
     server.stop()
 
 
@@ -332,4 +332,4 @@ def test_a_named_open_finds_its_live_session_after_the_time_zone_changed(
         # stopped starts a new shell of that name (the keeper's restart).
         for kernel in opened:
             kernel.shutdown()
-        stop_sessions(sessions_dir)
+        stop_sessions(sessions_dir, env)

@@ -173,8 +173,10 @@ case $mode in
     if [ "$sig" = INT ]; then
       # Sent as a terminal's Ctrl-C is, to a shell that runs (not held):
       # the next cell is sent only once the kernel has this one's end,
-      # long after this check.
-      if cell_running; then kill -INT $pids "$root" 2>/dev/null; else pids=; fi
+      # long after this check. The shell first: bash 3.2 and 4.2 abandon
+      # the line only if they got SIGINT themselves before the child they
+      # wait for died of it (else `sleep 9; echo after` prints after).
+      if cell_running; then kill -INT "$root" $pids 2>/dev/null; else pids=; fi
     else
       # Held still from the check on: a cell it has not ended cannot end,
       # nor the next one start, before the signals are sent.
