@@ -64,14 +64,7 @@ class Fleet:
         self.server.write_ssh_config(self.config, alias=" ".join(GOOD))
         self.flaky.write_ssh_config(self.config, alias="flaky")
         self.server.write_ssh_config(self.config, alias="down", extra=f"Port {_free_port()}")
-        wrong = root / "wrong_known_hosts"
-        other = root / "other_key"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)],
-                       check=True, capture_output=True)
-        key = " ".join((root / "other_key.pub").read_text().split()[:2])
-        wrong.write_text(f"[{self.server.host}]:{self.server.port} {key}\n")
-        self.server.write_ssh_config(self.config, alias="rekeyed",
-                                     extra=f"UserKnownHostsFile {wrong}")
+        self.server.write_rekeyed_alias(self.config, root)
 
     def stop(self) -> None:
         self.server.stop()

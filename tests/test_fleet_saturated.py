@@ -37,13 +37,7 @@ def test_a_saturated_host_is_retried_not_failed(tmp_path):
                        + setenv_config({"HOME": str(home)})).start()
     try:
         config = server.write_ssh_config(tmp_path / "ssh_config", alias=" ".join(HOSTS))
-        wrong = tmp_path / "wrong_known_hosts"
-        other = tmp_path / "other_key"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)],
-                       check=True, capture_output=True)
-        key = " ".join((tmp_path / "other_key.pub").read_text().split()[:2])
-        wrong.write_text(f"[{server.host}]:{server.port} {key}\n")
-        server.write_ssh_config(config, alias="rekeyed", extra=f"UserKnownHostsFile {wrong}")
+        server.write_rekeyed_alias(config, tmp_path)
         notebook = write_notebook(tmp_path / "busy.ipynb", "echo one", "echo two")
         out = tmp_path / "out"
         proc = subprocess.run(

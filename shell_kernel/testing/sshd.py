@@ -459,6 +459,17 @@ class SSHServer:
             f.write(block)
         return path
 
+    def write_rekeyed_alias(self, path: Path, scratch: Path, alias: str = "rekeyed") -> Path:
+        """A ``Host <alias>`` block for this server whose known_hosts (in
+        ``scratch``) holds another key for it: a host whose key changed."""
+        other = Path(scratch) / f"{alias}_key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)],
+                       check=True, capture_output=True)
+        key = " ".join(other.with_suffix(".pub").read_text().split()[:2])
+        known = Path(scratch) / f"{alias}_known_hosts"
+        known.write_text(f"[{self.host}]:{self.port} {key}\n")
+        return self.write_ssh_config(path, alias=alias, extra=f"UserKnownHostsFile {known}")
+
     def __repr__(self) -> str:
         state = f"port={self._port} pid={self.pid}" if self.running else "stopped"
         return f"<SSHServer {self.name} {self.workdir} {state}>"
