@@ -57,23 +57,34 @@ def session_script(token: str, snapshot_exports: bool = False, state_dir: str | 
 
 def bootstrap_lines(script: bytes) -> bytes:
     """What a fresh interactive bash is sent to become a session: line editing
-    off first, then the session script as one line. Readline, on when bash is
+    off first, then the session script's own lines. Readline, on when bash is
     interactive even without a terminal, reads its input one byte at a time,
     with a select(2) per byte, and echoes all of it to stderr; without it bash
-    reads in blocks. (Cells read fd 60, never stdin, so reading ahead is safe.)"""
-    return b"builtin set +o emacs +o vi\nbuiltin eval -- " + ansi_c_quote(script) + b"\n"
+    reads in blocks. (Cells read fd 60, never stdin, so reading ahead is safe.)
+    The script goes as it is, not as one `eval` word: bash expands a word of
+    50 KB in several passes over it, which doubled what a session's start cost
+    its host. Read line by line, every command would show a prompt and run
+    PROMPT_COMMAND (an rc file's `$(git ...)` or direnv hook: forks) until the
+    script clears them: the second line does at once (on its own line: a
+    readonly PS1 fails only that line)."""
+    return (b"builtin set +o emacs +o vi\n"
+            b"PS1= PS2= PS0=; builtin unset -v PROMPT_COMMAND\n"
+            + script + (b"" if script.endswith(b"\n") else b"\n"))
 
 
 def ansi_c_quote(data: bytes) -> bytes:
     """Quote bytes as one bash $'...' word that contains no raw newline."""
-    return b"$'" + _NEEDS_ESCAPE.sub(_escaped, data) + b"'"
+    # The common escapes by replace(), the rare control bytes by the pattern:
+    # a callback per byte made quoting the 51 KB session script a fleet's
+    # biggest cost per host.
+    quoted = data.replace(b"\\", b"\\\\").replace(b"'", b"\\'").replace(b"\n", b"\\n")
+    return b"$'" + _NEEDS_ESCAPE.sub(_escaped, quoted) + b"'"
 
 
-# Inside $'...': the quote and backslash, and control bytes (tab stays as
-# it is; UTF-8 and other high bytes pass through).
-_NEEDS_ESCAPE = re.compile(rb"[\x00-\x08\x0a-\x1f'\\\x7f]")
-_ESCAPES = {bytes([byte]): b"\\x%02x" % byte for byte in [*range(0x09), *range(0x0A, 0x20), 0x7F]}
-_ESCAPES.update({b"'": b"\\'", b"\\": b"\\\\", b"\n": b"\\n"})
+# Inside $'...', past the quote, backslash and newline: control bytes (tab
+# stays as it is; UTF-8 and other high bytes pass through).
+_NEEDS_ESCAPE = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
+_ESCAPES = {bytes([byte]): b"\\x%02x" % byte for byte in [*range(0x09), *range(0x0B, 0x20), 0x7F]}
 
 
 def _escaped(match: re.Match) -> bytes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import os
@@ -54,27 +55,37 @@ class HostKeyLine:
 
 
 class KnownHosts:
+    """The usable lines of some known_hosts files, looked up by host name."""
+
     def __init__(self, lines: list[HostKeyLine]):
         self.lines = lines
+        # Lines naming plain host names, by name; the rest (wildcards, negations,
+        # hashed names) are tried line by line. A fleet looks up a thousand hosts
+        # in a known_hosts of a thousand lines: a scan per lookup is quadratic.
+        self._by_name: dict[str, list[int]] = {}
+        self._tried: list[int] = []
+        for index, line in enumerate(lines):
+            names = line.hosts.lower().split(",")
+            if line.hosts.startswith(HASHED) or any(c in line.hosts for c in "*?!"):
+                self._tried.append(index)
+            else:
+                for name in dict.fromkeys(names):
+                    self._by_name.setdefault(name, []).append(index)
 
     @classmethod
     def read(cls, paths: list[str]) -> "KnownHosts":
-        """The usable lines of these files; missing files count as empty."""
-        lines: list[HostKeyLine] = []
+        """The usable lines of these files; missing files count as empty. A file
+        is parsed once per version of it (its inode, mtime and size)."""
+        versions = []
         for path in paths:
             try:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
+                stat = os.stat(path)
             except FileNotFoundError:
                 continue
             except OSError as err:
-                raise BackendError(f"could not read the known_hosts file {path}: {err.strerror}. "
-                                   "Nothing was sent. Make it readable, or name other files "
-                                   "with UserKnownHostsFile / GlobalKnownHostsFile in your ssh "
-                                   "config.") from None
-            lines += [line for number, text_line in enumerate(text.splitlines(), 1)
-                      if (line := _parse(path, number, text_line)) is not None]
-        return cls(lines)
+                raise _unreadable(path, err) from None
+            versions.append((path, stat.st_ino, stat.st_mtime_ns, stat.st_size))
+        return _read_versions(tuple(versions))
 
     def revocation(self, host: str, key: paramiko.PKey) -> HostKeyLine | None:
         return next((line for line in self._naming(host, REVOKED) if line.holds(key)), None)
@@ -91,7 +102,33 @@ class KnownHosts:
         return {line.key_type for line in self._naming(host, None)}
 
     def _naming(self, host: str, marker: str | None) -> list[HostKeyLine]:
-        return [line for line in self.lines if line.marker == marker and line.names(host)]
+        """In file order, the lines with this marker that name host."""
+        candidates = self._by_name.get(host.lower(), []) + self._tried
+        return [self.lines[index] for index in sorted(candidates)
+                if self.lines[index].marker == marker and self.lines[index].names(host)]
+
+
+@functools.lru_cache(maxsize=16)
+def _read_versions(versions: tuple[tuple[str, int, int, int], ...]) -> KnownHosts:
+    lines: list[HostKeyLine] = []
+    for path, *_ in versions:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise _unreadable(path, err) from None
+        lines += [line for number, text_line in enumerate(text.splitlines(), 1)
+                  if (line := _parse(path, number, text_line)) is not None]
+    return KnownHosts(lines)
+
+
+def _unreadable(path: str, err: OSError) -> BackendError:
+    return BackendError(f"could not read the known_hosts file {path}: {err.strerror}. "
+                        "Nothing was sent. Make it readable, or name other files "
+                        "with UserKnownHostsFile / GlobalKnownHostsFile in your ssh "
+                        "config.")
 
 
 def record(path: str, host: str, key: paramiko.PKey, hashed: bool) -> None:
@@ -142,6 +179,7 @@ def _patterns_match(patterns: str, host: str) -> bool:
     return matched
 
 
+@functools.lru_cache(maxsize=4096)
 def _wildcard(pattern: str) -> re.Pattern:
     """`*` and `?` as OpenSSH reads them; everything else, `[` included, is literal."""
     return re.compile(re.escape(pattern).replace(r"\*", ".*").replace(r"\?", "."), re.DOTALL)

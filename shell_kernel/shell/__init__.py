@@ -1,5 +1,6 @@
 """Shell code that the kernel runs in (session.bash) and beside (the .sh files) the shell."""
 
+import functools
 import os
 
 #: Set (to anything) in the kernel's environment, it makes every script and
@@ -17,6 +18,7 @@ def host_words() -> list[str]:
     return ["env", f"{NO_PROC}={value}"] if value else []
 
 
+@functools.lru_cache(maxsize=None)
 def script(name: str) -> str:
     """The text of one of the shell files shipped in this package. A line
     "#include FILE" stands for FILE's text: helpers that several scripts
@@ -24,6 +26,7 @@ def script(name: str) -> str:
     that has none of these files)."""
     # A plain read beside this file (the package is installed as files):
     # importlib.resources would cost the kernel's start a few milliseconds.
+    # Read once per process: a fleet starts hundreds of sessions.
     with open(os.path.join(os.path.dirname(__file__), name), encoding="utf-8") as file:
         text = file.read()
     return "".join(script(line.split()[1]) if line.startswith("#include ") else line

@@ -40,7 +40,7 @@ if [[ -z $__shell_kernel_umask ]]; then __shell_kernel_umask=$(builtin umask); f
 builtin umask 077
 # A durable session's launcher made the directory already (and set it).
 if [[ -z ${__shell_kernel_dir-} ]]; then
-  __shell_kernel_dir=$(builtin command mktemp -d "${TMPDIR:-/tmp}/shell_kernel.XXXXXXXXXX" 2>/dev/null) \
+  __shell_kernel_dir=$(builtin exec mktemp -d "${TMPDIR:-/tmp}/shell_kernel.XXXXXXXXXX" 2>/dev/null) \
     || { __shell_kernel_dir=${TMPDIR:-/tmp}/shell_kernel.$$.$RANDOM$RANDOM$RANDOM \
          && builtin command mkdir -m 700 -- "$__shell_kernel_dir"; } \
     || __shell_kernel_dir=
@@ -68,6 +68,11 @@ if [[ -n $__shell_kernel_dir ]]; then
     builtin unset -v __shell_kernel_key __shell_kernel_value
   fi
 fi
+
+# Whether a builtin prints anything is read through the status file (empty
+# until the first cell ends) where there is a state directory, not by $(...):
+# a session's start forks nothing it can avoid.
+__shell_kernel_scratch=${__shell_kernel_dir:+$__shell_kernel_dir/status}
 
 # Where the prompt watcher has no /proc to see the shell wait for commands
 # (prompts.bash), each cell's sequence number goes to $dir/cell as it starts.
@@ -110,7 +115,13 @@ __shell_kernel_history_push() {
 # while the last line was the shell's own, not pushed). Found by a probe,
 # not by version; not `#`, which the file's reader takes for a time stamp.
 builtin history -s -- :
-if [[ -z $(builtin history) && -n $__shell_kernel_dir ]]; then
+__shell_kernel_value=
+if [[ -n $__shell_kernel_scratch ]]; then
+  builtin history >| "$__shell_kernel_scratch"
+  [[ -s $__shell_kernel_scratch ]] || __shell_kernel_value=none
+  builtin : >| "$__shell_kernel_scratch"
+fi
+if [[ $__shell_kernel_value == none ]]; then
   { builtin printf ':\n' >| "$__shell_kernel_dir/history"
     builtin history -r "$__shell_kernel_dir/history"
     builtin command rm -f -- "$__shell_kernel_dir/history"; } 2>/dev/null
@@ -137,15 +148,19 @@ __shell_kernel_newest() {
 # in a subshell: the list is untouched): there that cell's text is added
 # before it runs, so that `fc -l` lists every cell before it and `fc -s`
 # re-runs the last, as on 5.2.
+# Probed at the first such cell (a subshell: a fork no other cell pays).
 __shell_kernel_fc_skips=
-if [[ $(builtin unset -v HISTIGNORE HISTCONTROL; builtin history -s -- ': 1'
-        builtin history -s -- ': 2'; builtin fc -ln -1 2>&1) == *': 1' ]]; then
-  __shell_kernel_fc_skips=yes
-fi
 __shell_kernel_fc= __shell_kernel_fc_text= __shell_kernel_fc_standin=
 __shell_kernel_fc_begin() {
+  if [[ -z $__shell_kernel_fc_skips ]]; then
+    __shell_kernel_fc_skips=no
+    if [[ $(builtin unset -v HISTIGNORE HISTCONTROL; builtin history -s -- ': 1'
+            builtin history -s -- ': 2'; builtin fc -ln -1 2>&1) == *': 1' ]]; then
+      __shell_kernel_fc_skips=yes
+    fi
+  fi
   __shell_kernel_fc=yes __shell_kernel_fc_text=$1 __shell_kernel_fc_standin=
-  if [[ -n $__shell_kernel_fc_skips ]] && __shell_kernel_history_push '' "$1"; then
+  if [[ $__shell_kernel_fc_skips == yes ]] && __shell_kernel_history_push '' "$1"; then
     __shell_kernel_newest
     if [[ $__shell_kernel_hist_text == "$1" ]]; then __shell_kernel_fc_standin=$__shell_kernel_hist_n; fi
   fi
@@ -361,8 +376,15 @@ __shell_kernel_failed=() __shell_kernel_why_line= __shell_kernel_why_command=
 __shell_kernel_on_err='{ __shell_kernel_note=("$?" "$LINENO" "${PIPESTATUS[*]}" "$BASH_COMMAND");'
 __shell_kernel_on_err+=' if [[ /dev/fd/1 -ef /dev/fd/61 ]]; then'
 __shell_kernel_on_err+=' __shell_kernel_failed=("${__shell_kernel_note[@]}"); fi; } 2>/dev/null'
-if [[ -z $(builtin trap -p ERR) ]]; then builtin trap -- "$__shell_kernel_on_err" ERR; fi
-builtin unset -v __shell_kernel_on_err
+if [[ -n $__shell_kernel_scratch ]]; then
+  builtin trap -p ERR >| "$__shell_kernel_scratch"
+  [[ -s $__shell_kernel_scratch ]] && __shell_kernel_value=kept || __shell_kernel_value=
+  builtin : >| "$__shell_kernel_scratch"
+else
+  __shell_kernel_value=$(builtin trap -p ERR)
+fi
+if [[ -z $__shell_kernel_value ]]; then builtin trap -- "$__shell_kernel_on_err" ERR; fi
+builtin unset -v __shell_kernel_on_err __shell_kernel_value __shell_kernel_scratch
 
 # Sets __shell_kernel_why_line and __shell_kernel_why_command for a cell
 # that ended with status $1, if the last noted failure has that status: it
