@@ -273,8 +273,8 @@ def naive_run(hosts: Hosts, nb: Path, n: int, work: Path, prefix: Path) -> dict:
 
 FLOOR_CODE = """
 import resource, sys, threading, time
-from shell_kernel.backends.ssh import connect
-from shell_kernel.backends.ssh_target import resolve
+from shell_kernel.backends.ssh.connect import connect
+from shell_kernel.backends.ssh.target import resolve
 names, config, command = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
 ok = []
 def one(name):
@@ -370,7 +370,7 @@ def startup_run(hosts: Hosts) -> dict:
     (without the one that cli.py turns away for `run --hosts`)."""
     return measure([sys.executable, "-c", "import sys; sys.modules['rfc3987_syntax'] = None; "
                     "import shell_kernel.fleet, shell_kernel.fleet_report, "
-                    "shell_kernel.backends.ssh, nbformat"], hosts)
+                    "shell_kernel.backends.ssh.backend, nbformat"], hosts)
 
 
 # ------------------------------------------------------------------ report

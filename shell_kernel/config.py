@@ -11,7 +11,7 @@ from .options import OPTIONS, idle_timeout, output_limit_bytes
 
 if TYPE_CHECKING:  # the kernel's launcher imports this before ipykernel: only what it needs
     from .backends import Backend
-    from .backends.local_spawn import SpawnedShell
+    from .backends.local.spawn import SpawnedShell
     from .session import Options
 
 
@@ -47,7 +47,7 @@ class KernelConfig:
         shell that the launcher spawned (spawns_early), for the first backend."""
         idle = idle_timeout(self.remote_idle_timeout, self.session is not None)
         if self.ssh is None:
-            from .backends.local import LocalBackend, LocalNamedBackend
+            from .backends.local.backend import LocalBackend, LocalNamedBackend
             if self.session:
                 return lambda: LocalNamedBackend(self.session, take_over=self.take_over,
                                                  bash=self.bash, clean=self.clean,
@@ -55,8 +55,8 @@ class KernelConfig:
             first = [spawned] if spawned is not None else []
             return lambda: LocalBackend(bash=self.bash, clean=self.clean,
                                         spawned=first.pop() if first else None)
-        from .backends.ssh import SSHBackend
-        from .backends.ssh_target import resolve
+        from .backends.ssh.backend import SSHBackend
+        from .backends.ssh.target import resolve
 
         def ssh_backend() -> Backend:
             # Resolved at every (re)connection: the ssh config may have changed.

@@ -3,7 +3,7 @@
 `--hosts` takes a comma-separated list of items, each of them
 
 - an SSH target, `[USER@]HOST[:PORT]` or an ssh config alias, resolved later
-  exactly as the kernel resolves it (ssh_target.resolve, at connection time);
+  exactly as the kernel resolves it (backends.ssh.target.resolve, at connection time);
 - `@FILE`: one target (or pattern) per line, `#` starting a comment;
 - a pattern with `*`, `?` or `[...]`: the aliases named by `Host` lines of the
   ssh config (literal names only, not patterns themselves) that it matches,
@@ -22,7 +22,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from .backends.ssh_target import TargetError, _read_config, default_config_file, parse_target
+from .backends.ssh.target import TargetError, _read_config, default_config_file, parse_target
 from .jobs import FleetHost
 
 PATTERN_CHARS = "*?["

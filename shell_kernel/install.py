@@ -77,7 +77,7 @@ def default_name(config: KernelConfig) -> str:
     if config.ssh is None:
         name = "shell"
     else:
-        from .backends.ssh_target import spec_name_for
+        from .backends.ssh.target import spec_name_for
         name = spec_name_for(config.ssh)
     bash = _bash(config)
     words = [re.sub(r"[^a-z0-9.]+", "-", bash.lower()).strip("-")] if bash else []

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from .config import KernelConfig
 
 if TYPE_CHECKING:
-    from .backends.local_spawn import SpawnedShell
+    from .backends.local.spawn import SpawnedShell
     from .session import SessionError, ShellInfo, ShellSession
 
 log = logging.getLogger("shell_kernel.launch")
@@ -59,7 +59,7 @@ class ShellLaunch:
 
     def _spawn(self) -> None:
         from .backends import bash_argv
-        from .backends.local_spawn import SpawnedShell, bash_version_probe
+        from .backends.local.spawn import SpawnedShell, bash_version_probe
         try:
             self._spawned = SpawnedShell(bash_argv(self.config.bash, self.config.clean))
             self._version_probe = bash_version_probe(self.config.bash)
@@ -146,7 +146,7 @@ class ShellLaunch:
         if self.config.ssh is not None:
             return ""
         if self._bash_version is None:
-            from .backends.local_spawn import bash_version_probe
+            from .backends.local.spawn import bash_version_probe
             probe, self._version_probe = self._version_probe, None
             try:
                 probe = probe or bash_version_probe(self.config.bash)

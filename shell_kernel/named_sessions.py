@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from .backends import Attached, BackendError, SessionTaken
-from .backends.channels import last_line
+from .backends.channel.channels import last_line
 
 
 def when(epoch: float | None) -> str:

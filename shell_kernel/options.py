@@ -111,7 +111,7 @@ def session_name(text: str) -> str:
 
 
 def _ssh_target(text: str) -> str:
-    from .backends.ssh_target import TargetError, parse_target
+    from .backends.ssh.target import TargetError, parse_target
     try:
         parse_target(text)
     except TargetError as err:

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 
 from .backends import Backend, BackendError
-from .backends.channels import last_line
+from .backends.channel.channels import last_line
 from .named_sessions import number, when
 from .shell import script
 
@@ -129,10 +129,10 @@ def main_sessions(args) -> int:
 def _side_backend(args) -> tuple[Backend, str]:
     """A backend that can run side commands where the sessions are."""
     if not args.ssh:
-        from .backends.local import LocalBackend
+        from .backends.local.backend import LocalBackend
         return LocalBackend(), "this machine"
-    from .backends.ssh import SSHBackend
-    from .backends.ssh_target import TargetError, resolve
+    from .backends.ssh.backend import SSHBackend
+    from .backends.ssh.target import TargetError, resolve
     try:
         target = resolve(args.ssh, args.ssh_config)
     except TargetError as err:

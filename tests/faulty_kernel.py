@@ -24,7 +24,8 @@ from pathlib import Path
 
 import paramiko
 
-from shell_kernel.backends import local, ssh
+from shell_kernel.backends.local import backend as local
+from shell_kernel.backends.ssh import backend as ssh
 from shell_kernel.cli import main
 
 FAULTS = Path(os.environ["SHELL_KERNEL_FAULTS"])

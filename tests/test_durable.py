@@ -13,7 +13,8 @@ import pytest
 
 from conftest import install_spec
 from harness import KernelHarness, pids_matching, wait_until
-from shell_kernel.backends.durable import HEARD_WITHIN, REATTACH_GRACE, SPOOL_GENERATION_BYTES
+from shell_kernel.backends.channel.durable import (HEARD_WITHIN, REATTACH_GRACE,
+                                                   SPOOL_GENERATION_BYTES)
 from shell_kernel.testing.processes import alive
 
 
@@ -265,7 +266,7 @@ def test_how_an_ended_shell_ended_outlasts_the_watchdogs_next_look(tmp_path):
     relay has seen the end; on a loaded host that comes after the watchdog's
     next look (every 5 s), which removed the directory with the status in it:
     `kill -9 $$` was then reported as status 1."""
-    from shell_kernel.backends import durable
+    from shell_kernel.backends.channel import durable
 
     def launch(*args):
         return subprocess.run(["sh", "-c", durable.LAUNCH_SCRIPT, "launch.sh", *args],

@@ -17,8 +17,9 @@ import pytest
 
 from conftest import install_spec, kernel_env
 from harness import KernelHarness, pids_matching, start_record, wait_until
-from shell_kernel.backends import durable, ssh
-from shell_kernel.backends.ssh_target import resolve
+from shell_kernel.backends.channel import durable
+from shell_kernel.backends.ssh import backend as ssh
+from shell_kernel.backends.ssh.target import resolve
 from shell_kernel.testing.sshd import SSHServer, setenv_config
 from test_durable import TICKS, drop_connection_during
 

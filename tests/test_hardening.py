@@ -115,8 +115,9 @@ def test_durable_kernel_reading_slower_than_the_cell_prints_loses_nothing(ssh_ke
 # ------------------------------------------------------------ side commands
 def _side_backend(kind: str, sshd):
     """A backend reaching its host for side commands only (no shell started)."""
-    from shell_kernel.backends import local, ssh
-    from shell_kernel.backends.ssh_target import resolve
+    from shell_kernel.backends.local import backend as local
+    from shell_kernel.backends.ssh import backend as ssh
+    from shell_kernel.backends.ssh.target import resolve
     if kind == "local":
         return local.LocalBackend()
     backend = ssh.SSHBackend(resolve("testhost", str(sshd.ssh_config)), clean=True,
@@ -166,8 +167,8 @@ def test_installed_scripts_run_by_path_not_sent_with_each_call(sshd, monkeypatch
     """A durable session's reap.sh and spool.sh are in its directory: an
     interrupt step and an acknowledgement send their path, not their 12-16 KB."""
     import threading
-    from shell_kernel.backends import ssh
-    from shell_kernel.backends.ssh_target import resolve
+    from shell_kernel.backends.ssh import backend as ssh
+    from shell_kernel.backends.ssh.target import resolve
     from shell_kernel.interrupts import Reaper
     sent: list[bytes] = []
     original = ssh.SSHChannel.send

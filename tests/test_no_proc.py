@@ -18,7 +18,7 @@ from conftest import install_spec
 from harness import pids_matching, wait_until
 from named_support import UID, stop_sessions
 from shell_kernel import protocol, shell
-from shell_kernel.backends.local_terminal import LocalTerminal
+from shell_kernel.backends.local.terminal import LocalTerminal
 from shell_kernel.testing.sshd import SSHServer, setenv_config
 
 PS_RECORD = re.compile(r"^(\d+) (\d+),[A-Z][a-z]{2},[A-Z][a-z]{2},\d{1,2},\d\d:\d\d:\d\d,\d{4}$")

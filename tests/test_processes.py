@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import pids_matching, start_record, wait_until
-from shell_kernel.backends.local_spawn import default_signals
+from shell_kernel.backends.local.spawn import default_signals
 from test_interrupt import interrupt_after
 
 NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"

@@ -19,8 +19,8 @@ import pytest
 
 from harness import wait_until
 from shell_kernel.backends import BackendError
-from shell_kernel.backends.ssh import connect
-from shell_kernel.backends.ssh_target import TargetError, resolve
+from shell_kernel.backends.ssh.connect import connect
+from shell_kernel.backends.ssh.target import TargetError, resolve
 from shell_kernel.testing.sshd import SSHServer
 from test_ssh import config_with_key, fingerprint
 
@@ -152,7 +152,7 @@ def test_proxycommand_tokens_are_quoted_for_the_shell(tmp_path):
     config.write_text(f"Host jumped\n    HostName h$(id>{mark})\n    User x$(id>{mark}) 'y\n"
                       f"    ProxyCommand printf '%%s\\n' %h %p %r %n >&2; exit 3\n")
     target = resolve("jumped", str(config))
-    from shell_kernel.backends.proxy_command import ProxyCommandSocket
+    from shell_kernel.backends.ssh.proxy_command import ProxyCommandSocket
     sock = ProxyCommandSocket.start(target.proxy_command)
     try:
         wait_until(lambda: sock.failure() is not None, timeout=REPLY_TIMEOUT)
@@ -313,8 +313,8 @@ def test_connect_never_reads_stdin_nor_prompts(two_factor_server, tmp_path):
     """Run connect() in a process whose stdin stays open (as a kernel's does): it must
     fail on its own, not prompt and wait for input."""
     config = two_factor_server.write_ssh_config(tmp_path / "cfg")
-    code = ("from shell_kernel.backends.ssh import connect\n"
-            "from shell_kernel.backends.ssh_target import resolve\n"
+    code = ("from shell_kernel.backends.ssh.connect import connect\n"
+            "from shell_kernel.backends.ssh.target import resolve\n"
             f"connect(resolve('testhost', {str(config)!r}))\n")
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with open(out, "w") as stdout, open(err, "w") as stderr:

@@ -32,11 +32,13 @@ has the same table):
   (keeper.ready, ready_fields, startup_output); the only thread that sets
   a cell's done event, except close(). It marks the shell lost
   (Keeper.shell_lost) and starts the reattach thread (for a cell sent).
-- backend readers ("shell-kernel-local-reader": the local shell, or a
-  local named session's relay; "shell-kernel-ssh-reader"; the prompt
-  terminal's "shell-kernel-terminal" / "shell-kernel-ssh-terminal"):
-  feed the current generation's scanners (Keeper.on_output, one reader
-  per stream at a time) and push events; nothing else.
+- backend readers: "shell-kernel-local-reader" (the local shell,
+  backends.local.backend; or a local named session's relay) and
+  "shell-kernel-ssh-reader" (a shell on a channel: backends.channel.shell);
+  the prompt terminal's "shell-kernel-terminal" / "shell-kernel-ssh-terminal"
+  (backends.local.terminal, backends.ssh.terminal). They feed the current
+  generation's scanners (Keeper.on_output, one reader per stream at a
+  time) and push events; nothing else.
 - "shell-kernel-interrupt" (one per interrupt; interrupts.Interrupter):
   runs an Escalation, pushes Escalated or a suspect Exited; writes only
   the cell's escalating flag, under the condition.
@@ -45,15 +47,17 @@ has the same table):
   keeper's liveness lock) and reopens the cell input; reports progress and
   failure as events.
 - "shell-kernel-sweep" (once per started shell): Backend.sweep.
-- durable backends (SSH, local named): "shell-kernel-spool-ack" timers,
-  a named session's acknowledgements of output received; a durable session
-  that is not named: "shell-kernel-heartbeat", a line on the relay's input
-  every few seconds (durable.HEARTBEAT), so that the host tells a dead
-  kernel from a dropped network.
-- SSH backend only: "shell-kernel-ssh-keepalive" (one per connection) and
-  an unnamed thread per keepalive ping; "shell-kernel-ssh-side" (opens the
-  side channel early); paramiko's own transport thread; "proxy-stderr"
-  and "proxy-reaper" for a ProxyCommand.
+- durable backends (SSH, local named; backends.channel.durable):
+  "shell-kernel-spool-ack" timers, a named session's acknowledgements of
+  output received; a durable session that is not named:
+  "shell-kernel-heartbeat", a line on the relay's input every few seconds
+  (durable.HEARTBEAT), so that the host tells a dead kernel from a dropped
+  network.
+- SSH backend only (backends.ssh.backend): "shell-kernel-ssh-keepalive"
+  (one per connection) and an unnamed thread per keepalive ping;
+  "shell-kernel-ssh-side" (opens the side channel early); paramiko's own
+  transport thread; "proxy-stderr" and "proxy-reaper" for a ProxyCommand
+  (backends.ssh.proxy_command).
 
 The keeper's up/lost/attachments change together under its liveness lock:
 lost by the pump, cleared by whichever thread brings the shell back (the

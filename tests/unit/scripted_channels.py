@@ -1,4 +1,4 @@
-"""Scripted stand-ins for a transport's channels (shell_kernel.backends.channels),
+"""Scripted stand-ins for a transport's channels (shell_kernel.backends.channel.channels),
 in the spirit of fabric.testing: each channel plays the bytes and the exit a
 test gives it, and records what was sent to it. Nothing here waits on a
 timeout: a read blocks only until the test plays the next step (or closes
@@ -12,8 +12,8 @@ import re
 import shlex
 import threading
 
-from shell_kernel.backends.channels import SIDE_PID_SCRIPT, ChannelExit
-from shell_kernel.backends.durable import LAUNCH_SCRIPT, RELAY_SCRIPT, SPOOL_SCRIPT
+from shell_kernel.backends.channel.channels import SIDE_PID_SCRIPT, ChannelExit
+from shell_kernel.backends.channel.durable import LAUNCH_SCRIPT, RELAY_SCRIPT, SPOOL_SCRIPT
 from shell_kernel.shell import RUN_INSTALLED
 
 _END = object()  # a queued step: the command exits

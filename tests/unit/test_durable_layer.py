@@ -1,4 +1,4 @@
-"""The durable layer (shell_kernel.backends.durable) over scripted channels:
+"""The durable layer (shell_kernel.backends.channel.durable) over scripted channels:
 relay headers, resume offsets, delivery, acknowledgements, relay restart,
 the end of a relay, and the named open. No host, no sshd, no timeouts."""
 
@@ -11,10 +11,10 @@ import pytest
 
 from scripted_channels import ScriptedChannels, ScriptedHost, ScriptedSh
 from shell_kernel.backends import BackendError, SessionGone, SessionTaken, ShellExit
-from shell_kernel.backends.channel_shell import DirectShell
-from shell_kernel.backends import durable as durable_module
-from shell_kernel.backends.channels import SideShell
-from shell_kernel.backends.durable import (RELAY_RESTART, RELAY_SHELL_ENDED, RELAY_TAKEN,
+from shell_kernel.backends.channel.shell import DirectShell
+from shell_kernel.backends.channel import durable as durable_module
+from shell_kernel.backends.channel.channels import SideShell
+from shell_kernel.backends.channel.durable import (RELAY_RESTART, RELAY_SHELL_ENDED, RELAY_TAKEN,
                                            DurableShell, RelayHeaders)
 
 WITHIN = 5.0  # a liveness bound: every wait here ends as soon as its event comes

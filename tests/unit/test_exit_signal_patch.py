@@ -1,4 +1,4 @@
-"""ssh_connect.record_exit_signals patches paramiko internals: the transport's
+"""backends.ssh.connect.record_exit_signals patches paramiko internals: the transport's
 channel handler table, and Channel._handle_request for the requests it does
 not take itself. These tests fail when the installed paramiko is not what
 the patch was written for, so that an upgrade is noticed, not silently wrong."""
@@ -11,7 +11,7 @@ import types
 import paramiko
 import pytest
 
-from shell_kernel.backends.ssh_connect import _channel_request, record_exit_signals
+from shell_kernel.backends.ssh.connect import _channel_request, record_exit_signals
 
 # The paramiko releases whose internals were read for the patch (pyproject
 # allows >=3.4). A new major release: read Transport.run and

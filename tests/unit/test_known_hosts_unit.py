@@ -3,7 +3,7 @@ would, in file order, and a file is read again once it changes."""
 
 import paramiko
 
-from shell_kernel.backends import known_hosts
+from shell_kernel.backends.ssh import known_hosts
 
 KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 

@@ -1,5 +1,5 @@
 """A side command's output is read in time linear in its size: a display's
-fetch over SSH (channel_backend.fetch) is a side command whose output is the
+fetch over SSH (backends.channel.backend's fetch) is a side command whose output is the
 display's bytes, and reading it searched the whole output so far for the end
 marker after every chunk and copied it on every append: 32 MB took 18 s of
 CPU. A stand-in channel plays 64 MB in 4 KB chunks; read linearly that is
@@ -13,7 +13,7 @@ import re
 import threading
 
 from shell_kernel.backends import BackendError
-from shell_kernel.backends.channels import SideShell
+from shell_kernel.backends.channel.channels import SideShell
 
 SIZE = 64 << 20
 CHUNK = 4096

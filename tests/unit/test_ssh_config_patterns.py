@@ -7,7 +7,7 @@ import itertools
 import paramiko
 import pytest
 
-from shell_kernel.backends import ssh_target
+from shell_kernel.backends.ssh.target import _OpenSSHConfig, resolve
 
 PATTERNS = ["*", "web*", "web?", "!web3", "db[12]", "!*.corp", "*.example.com", "10.0.*.*",
             "h1", "[!a]*", "a*b?c", "!db2", "", "!", "x,y"]
@@ -17,7 +17,7 @@ TARGETS = ["web1", "web3", "web12", "db1", "db2", "db3", "h1", "h10", "mail.corp
 
 @pytest.mark.parametrize("size", [1, 2, 3])
 def test_pattern_lists_match_as_paramiko_matches(size):
-    ours, theirs = ssh_target._OpenSSHConfig(), paramiko.SSHConfig()
+    ours, theirs = _OpenSSHConfig(), paramiko.SSHConfig()
     for patterns in itertools.permutations(PATTERNS, size):
         for target in TARGETS:
             assert ours._pattern_matches(list(patterns), target) == \
@@ -33,7 +33,7 @@ def test_a_host_line_of_many_aliases_resolves_each(tmp_path):
     config.write_text(f"Host {' '.join(names)}\n  HostName 127.0.0.1\n  Port 2222\n"
                       "Host h7*\n  User seven\nHost *\n  User everyone\n")
     for name in ("h1", "h7", "h70", "h2000"):
-        target = ssh_target.resolve(name, str(config))
+        target = resolve(name, str(config))
         assert (target.hostname, target.port) == ("127.0.0.1", 2222)
         assert target.user == ("seven" if name.startswith("h7") else "everyone")
-    assert ssh_target.resolve("h2001", str(config)).hostname == "h2001"
+    assert resolve("h2001", str(config)).hostname == "h2001"

@@ -1,4 +1,4 @@
-"""Which connection failures ssh_connect.connect tries again: a connection
+"""Which connection failures backends.ssh.connect.connect tries again: a connection
 dropped or reset before login (a busy host), never a refused login, host key
 or peer (the end to end test is tests/test_fleet_saturated.py)."""
 
@@ -9,7 +9,7 @@ import socket
 import paramiko
 import pytest
 
-from shell_kernel.backends.ssh_connect import _passing
+from shell_kernel.backends.ssh.connect import _passing
 
 
 @pytest.mark.parametrize("err", [

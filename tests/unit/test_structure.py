@@ -1,6 +1,7 @@
-"""The package's shape: no import cycles, no module over MAX_LINES, and the
-JupyterLab extension's cell record matches the Python one. Pure reading of
-the source (ast, the TypeScript text): no kernel, no shell."""
+"""The package's shape: no import cycles, backends/ in its layers, no module
+over MAX_LINES, and the JupyterLab extension's cell record matches the Python
+one. Pure reading of the source (ast, the TypeScript text): no kernel, no
+shell."""
 
 from __future__ import annotations
 
@@ -146,6 +147,64 @@ def test_shell_kernel_has_no_import_cycle():
     assert found == [], "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in found)
 
 
+# backends/ in layers: the verbs (backends/__init__) under everything; the
+# channel layer, which knows no transport; the local and SSH backends over it,
+# which know nothing of each other. A backend knows nothing of cells, frames
+# or Jupyter: no backends module imports the session or the kernel.
+BACKEND_LAYERS = {
+    "shell_kernel.backends.channel": set(),
+    "shell_kernel.backends.local": {"shell_kernel.backends.channel"},
+    "shell_kernel.backends.ssh": {"shell_kernel.backends.channel"},
+}
+ABOVE_THE_BACKENDS = ("shell_kernel.session", "shell_kernel.kernel", "shell_kernel.launch")
+
+
+def backend_layer(module: str) -> str | None:
+    for layer in BACKEND_LAYERS:
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return None
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a backends module that its layer does not allow."""
+    wrong = []
+    for name, targets in sorted(graph.items()):
+        if not (name == "shell_kernel.backends" or name.startswith("shell_kernel.backends.")):
+            continue
+        layer = backend_layer(name)
+        for target in sorted(targets):
+            above = any(target == top or target.startswith(top + ".") for top in ABOVE_THE_BACKENDS)
+            other = backend_layer(target)
+            if above or (other not in (None, layer)
+                         and (layer is None or other not in BACKEND_LAYERS[layer])):
+                wrong.append(f"{name} -> {target}")
+    return wrong
+
+
+def test_the_layer_check_names_a_wrong_import():
+    graph = {"shell_kernel.backends.channel.shell": {"shell_kernel.backends.ssh.connect"},
+             "shell_kernel.backends.local.backend": {"shell_kernel.backends.channel.durable",
+                                                     "shell_kernel.backends.ssh.target"},
+             "shell_kernel.backends.ssh.backend": {"shell_kernel.backends.channel",
+                                                   "shell_kernel.backends"},
+             "shell_kernel.backends": {"shell_kernel.backends.local"},
+             "shell_kernel.backends.ssh.connect": {"shell_kernel.session.core"},
+             "shell_kernel.config": {"shell_kernel.backends.ssh.backend"}}
+    assert layer_violations(graph) == [
+        "shell_kernel.backends -> shell_kernel.backends.local",
+        "shell_kernel.backends.channel.shell -> shell_kernel.backends.ssh.connect",
+        "shell_kernel.backends.local.backend -> shell_kernel.backends.ssh.target",
+        "shell_kernel.backends.ssh.connect -> shell_kernel.session.core"]
+
+
+def test_the_backends_layers_import_only_what_they_may():
+    graph = import_graph()
+    assert set(BACKEND_LAYERS) <= set(graph)  # the layers are packages the graph has
+    assert "shell_kernel.backends.channel.channels" in graph["shell_kernel.backends.ssh.backend"]
+    assert layer_violations(graph) == []
+
+
 def test_no_module_is_over_the_line_limit():
     too_long = {name: len(path.read_text().splitlines()) for name, path in modules().items()}
     too_long = {name: lines for name, lines in too_long.items() if lines > MAX_LINES}
@@ -195,6 +254,25 @@ def test_the_kernels_first_reply_needs_none_of_the_session():
                                 check=True).stdout.split())
     assert "shell_kernel.kernel" in loaded  # the check itself sees what was imported
     heavy = {"shell_kernel.session", "shell_kernel.protocol", "shell_kernel.prompts",
-             "shell_kernel.output", "shell_kernel.backends.local", "shell_kernel.backends.ssh",
-             "paramiko"}
+             "shell_kernel.output", "shell_kernel.backends.local.backend",
+             "shell_kernel.backends.channel", "shell_kernel.backends.ssh", "paramiko"}
     assert loaded & heavy == set()
+
+
+def test_the_local_spawn_imports_no_transport():
+    """launch.py spawns the local shell with backends.local.spawn before
+    ipykernel is imported: importing it (and so its packages) must not pull in
+    the channel layer, the SSH backend or paramiko, whose import time would
+    delay bash's start."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import shell_kernel.backends.local.spawn; "
+            "print('\\n'.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert "shell_kernel.backends.local.spawn" in loaded
+    assert {name for name in loaded if name.startswith("shell_kernel.")} <= {
+        "shell_kernel.backends", "shell_kernel.backends.local", "shell_kernel.backends.local.spawn",
+        "shell_kernel.shell"}
+    assert "paramiko" not in loaded

@@ -10,14 +10,15 @@ import subprocess
 import threading
 from typing import Callable
 
-from . import (Backend, BackendError, Capabilities, ExitCallback, NotSent, OutputCallback, ShellExit,
-               SideResult, Started, Terminal, bash_argv, describe_error, start_reader)
-from .channel_backend import ChannelBackend
-from .channels import SideShell
-from .durable import LAUNCH_TIMEOUT, DurableShell
-from .local_processes import LocalChannels
-from .local_spawn import SpawnedShell
-from .local_terminal import LocalTerminal
+from .. import (Backend, BackendError, Capabilities, ExitCallback, NotSent, OutputCallback,
+                ShellExit, SideResult, Started, Terminal, bash_argv, describe_error,
+                start_reader)
+from ..channel.backend import ChannelBackend
+from ..channel.channels import SideShell
+from ..channel.durable import LAUNCH_TIMEOUT, DurableShell
+from .processes import LocalChannels
+from .spawn import SpawnedShell
+from .terminal import LocalTerminal
 
 READ_SIZE = 1 << 16
 
@@ -148,7 +149,7 @@ class LocalNamedBackend(ChannelBackend):
     """A named local session: bash runs detached, as a durable SSH session
     does on its host (launch.sh, spool.sh and relay.sh, run here with
     /bin/sh), so that it outlives the kernel process; durable.DurableShell
-    drives it over local processes (local_processes.LocalChannels)."""
+    drives it over local processes (processes.LocalChannels)."""
 
     def __init__(self, session: str, take_over: bool = False, bash: str = "bash",
                  clean: bool = False, idle_timeout: float = 3600.0):

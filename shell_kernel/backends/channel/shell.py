@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import threading
 
-from . import (BackendError, ExitCallback, NotSent, OutputCallback, ShellExit, Started,
-               describe_error, start_reader)
+from .. import (BackendError, ExitCallback, NotSent, OutputCallback, ShellExit, Started,
+                describe_error, start_reader)
 from .channels import Channel, Channels, command
 
 

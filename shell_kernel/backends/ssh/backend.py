@@ -1,8 +1,8 @@
 """SSH backend: bash on a remote host, over one paramiko connection.
 
-One TCP connection and SSH handshake per shell (ssh_connect.py): the shell
+One TCP connection and SSH handshake per shell (connect.py): the shell
 runs in one session channel, or, durable, in a detached shell reached through
-a relay channel (durable.py); side commands (the reaper) run in a second,
+a relay channel (channel/durable.py); side commands (the reaper) run in a second,
 long-lived `sh` channel, so an interrupt costs no new login and no rc files.
 
 Threads: the verbs as Backend says; a keepalive thread per connection (and
@@ -19,16 +19,16 @@ from typing import Callable
 
 import paramiko
 
-from . import (BackendError, Capabilities, ExitCallback, OutputCallback, Started, Terminal,
-               bash_argv)
-from .channel_backend import ChannelBackend
-from .channel_shell import DirectShell
-from .channels import ChannelExit, SideShell
-from .durable import DurableShell
-from .ssh_connect import CONNECT_TIMEOUT, connect, record_exit_signals, round_trip
-from .ssh_target import SSHTarget
-from ..shell import host_words
-from .ssh_terminal import SSHTerminal
+from .. import (BackendError, Capabilities, ExitCallback, OutputCallback, Started, Terminal,
+                bash_argv)
+from ..channel.backend import ChannelBackend
+from ..channel.shell import DirectShell
+from ..channel.channels import ChannelExit, SideShell
+from ..channel.durable import DurableShell
+from .connect import CONNECT_TIMEOUT, connect, record_exit_signals, round_trip
+from .target import SSHTarget
+from ...shell import host_words
+from .terminal import SSHTerminal
 
 __all__ = ["SSHBackend", "connect", "CONNECT_TIMEOUT"]
 
@@ -87,7 +87,7 @@ class SSHChannel:
     def exit(self) -> ChannelExit:
         # paramiko reports -1 when the channel closed without an exit status.
         status = self._channel.exit_status if self._channel.exit_status_ready() else -1
-        # exit_signal: set by ssh_connect.record_exit_signals.
+        # exit_signal: set by connect.record_exit_signals.
         return ChannelExit(status, getattr(self._channel, "exit_signal", None))
 
     def close(self) -> None:
@@ -124,7 +124,7 @@ class SSHChannels:
 class SSHBackend(ChannelBackend):
     """The shell in one session channel (ephemeral), or, when durable, a
     detached shell on the host with a relay channel that can be re-opened
-    after a dropped connection (see durable.py).
+    after a dropped connection (see channel/durable.py).
     A durable session may be named (session): it then outlives the kernel,
     and start() attaches to it when it exists (see named_sessions)."""
 

@@ -19,11 +19,11 @@ import secrets
 import threading
 import time
 
-from .. import named_sessions
-from ..shell import RUN_INSTALLED, script
-from . import (Attached, BackendError, ExitCallback, OutputCallback, SessionGone, SessionTaken,
-               ShellExit, Started)
-from .channel_shell import ChannelShell
+from ... import named_sessions
+from ...shell import RUN_INSTALLED, script
+from .. import (Attached, BackendError, ExitCallback, OutputCallback, SessionGone, SessionTaken,
+                ShellExit, Started)
+from .shell import ChannelShell
 from .channels import Channel, Channels, SideShell, command, last_line
 
 log = logging.getLogger("shell_kernel.durable")

@@ -12,7 +12,7 @@ import termios
 import threading
 from typing import Callable
 
-from . import BackendError, Terminal, describe_error, start_reader
+from .. import BackendError, Terminal, describe_error, start_reader
 
 READ_SIZE = 4096
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import paramiko
 
-from . import BackendError
-from .ssh_target import SSHTarget
+from .. import BackendError
+from .target import SSHTarget
 
 log = logging.getLogger("shell_kernel.ssh")
 

@@ -1,5 +1,5 @@
 """The Backend verbs over a transport that gives channels (channels.py): the
-shell on one channel (channel_shell.DirectShell, or durable.DurableShell's
+shell on one channel (shell.DirectShell, or durable.DurableShell's
 relay), side commands, payloads and the sweep through a side shell. A
 subclass connects and disconnects the transport (SSHBackend over paramiko,
 LocalNamedBackend over local processes).
@@ -12,9 +12,9 @@ from __future__ import annotations
 import abc
 import logging
 
-from ..shell import script
-from . import Backend, BackendError, ExitCallback, OutputCallback, SideResult, Started
-from .channel_shell import ChannelShell
+from ...shell import script
+from .. import Backend, BackendError, ExitCallback, OutputCallback, SideResult, Started
+from .shell import ChannelShell
 from .channels import Channels, SideShell
 from .durable import LAUNCH_SCRIPT, LAUNCH_TIMEOUT, DurableShell
 

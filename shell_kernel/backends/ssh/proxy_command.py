@@ -16,7 +16,7 @@ import socket
 import subprocess
 import threading
 
-from . import BackendError
+from .. import BackendError
 
 STDERR_KEPT = 2000  # bytes of the command's stderr kept for an error message
 

@@ -1,8 +1,8 @@
-"""LocalChannels, the transport of a named local session (channels.py):
+"""LocalChannels, the transport of a named local session (channel/channels.py):
 each channel is a `/bin/sh -c COMMAND`, and the kernel's death closes their
 pipes as a dropped connection closes SSH channels.
 
-Threads: a channel is read by one thread at a time (see channels.py).
+Threads: a channel is read by one thread at a time (see channel/channels.py).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import signal
 import subprocess
 import time
 
-from .channels import ChannelExit
-from .local_spawn import default_signals, with_launch_environment
+from ..channel.channels import ChannelExit
+from .spawn import default_signals, with_launch_environment
 
 READ_SIZE = 1 << 16
 # How often a read that waits looks whether the channel was closed meanwhile.

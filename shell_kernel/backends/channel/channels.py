@@ -1,6 +1,6 @@
 """Commands running next to the shell, whatever carries them: what a transport
 (an SSH connection, or local child processes) gives the shells built on it
-(channel_shell.py, durable.py), and the side shell they run scripts in.
+(shell.py, durable.py), and the side shell they run scripts in.
 
 A Channel is read by one thread at a time (a shell's reader thread, or the
 caller of SideShell.run); send and close may come from any thread.
@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Callable, NamedTuple, Protocol
 
-from . import BackendError, SideResult
-from ..shell import host_words, script
+from .. import BackendError, SideResult
+from ...shell import host_words, script
 
 log = logging.getLogger("shell_kernel.backends")
 

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 
-from .. import shell
+from ... import shell
 
 GUARD_SCRIPT = shell.script("guard.sh")
 REAP_SCRIPT = shell.script("reap.sh")

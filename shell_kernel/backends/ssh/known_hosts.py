@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import paramiko
 
-from . import BackendError
-from .ssh_target import ensure_file_parent
+from .. import BackendError
+from .target import ensure_file_parent
 
 REVOKED = "@revoked"
 CERT_AUTHORITY = "@cert-authority"  # host certificates: paramiko cannot check them

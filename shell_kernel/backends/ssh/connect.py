@@ -1,5 +1,5 @@
 """SSH connection set-up, as OpenSSH does it: ssh_config's target (see
-ssh_target), ProxyJump hosts or a ProxyCommand, host keys checked against
+target.py), ProxyJump hosts or a ProxyCommand, host keys checked against
 known_hosts, public-key login, the transport's preferences, and the
 "exit-signal" request that paramiko drops. A connection the host drops
 before it says who it is (a busy sshd's MaxStartups, a reset during key
@@ -20,11 +20,11 @@ import time
 
 import paramiko
 
-from . import BackendError
+from .. import BackendError
 from . import known_hosts
 from .proxy_command import ProxyCommandSocket
-from .ssh_auth import KeyLogin
-from .ssh_target import SSHTarget, TargetError
+from .auth import KeyLogin
+from .target import SSHTarget, TargetError
 
 log = logging.getLogger("shell_kernel.ssh")
 

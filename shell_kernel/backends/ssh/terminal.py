@@ -8,8 +8,8 @@ from typing import Callable
 
 import paramiko
 
-from . import BackendError, Terminal, describe_error, start_reader
-from .ssh_connect import round_trip
+from .. import BackendError, Terminal, describe_error, start_reader
+from .connect import round_trip
 
 READ_SIZE = 4096
 COLUMNS, ROWS = 80, 24
