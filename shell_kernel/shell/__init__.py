@@ -21,9 +21,10 @@ def host_words() -> list[str]:
 @functools.lru_cache(maxsize=None)
 def script(name: str) -> str:
     """The text of one of the shell files shipped in this package. A line
-    "#include FILE" stands for FILE's text: helpers that several scripts
-    share, each carrying its own copy (they run as `sh -c TEXT` on a host
-    that has none of these files)."""
+    "#include FILE" stands for FILE's text: one job of a script, kept in a
+    file of its own, or helpers that several scripts share, each carrying
+    its own copy (they run as `sh -c TEXT` on a host that has none of these
+    files)."""
     # A plain read beside this file (the package is installed as files):
     # importlib.resources would cost the kernel's start a few milliseconds.
     # Read once per process: a fleet starts hundreds of sessions.
