@@ -32,9 +32,15 @@
 # descriptor that is this terminal, or in select(2) on descriptor 0 alone
 # (bash's read -t), or, with the terminal in key mode, in poll/select/epoll
 # with descriptor 0 this terminal (ssh to an interactive shell; in line mode
-# that is a program merely waiting, e.g. ssh running a quiet command). Only the shell's process tree is looked at, and only
-# while the shell runs a cell, so cells that never read cost nothing.
-# With /proc (Linux) as above; elsewhere through ps (see "portable" below).
+# that is a program merely waiting, e.g. ssh running a quiet command). Only
+# the shell's process tree is looked at, and only while the shell runs a
+# cell, so cells that never read cost nothing.
+# Two detectors tell it, each a file put in where a line says "#include
+# FILE" (see __init__.py): prompts_proc.bash with /proc (Linux), else
+# prompts_portable.bash, through ps. This file holds what they share: the
+# set-up, the report of a read, the discard of what no read took, the loop.
+# Each detector defines shell_alive, shell_idle, in_cell, collect_tree,
+# waiting, still_reading, names and barrier (see there).
 
 #include frame.bash
 
@@ -44,7 +50,7 @@ tty=$(tty 2>/dev/null) || exit 0
 IFS= builtin read -r token || exit 0
 exec 8<&0 </dev/null 2>/dev/null  # 8: to discard what no read took (see discard)
 # The askpass helper (SSH_ASKPASS, SUDO_ASKPASS, GIT_ASKPASS: see
-# session.bash) asks its question ($1) through this terminal, which it finds
+# stdin.bash) asks its question ($1) through this terminal, which it finds
 # in $dir/tty (git gives it no standard input). Its name is what the kernel
 # knows it by; echo off marks the question a password, except ssh's yes/no.
 if [[ -n $dir ]]; then
@@ -62,21 +68,10 @@ if [[ -n $dir ]]; then
     && chmod 700 "$dir/sk-askpass.$$" && mv -f "$dir/sk-askpass.$$" "$dir/sk-askpass"
 fi
 __shell_kernel_frame -l "$token" tty "$tty"
-# Without /proc (the BSDs, macOS; SHELL_KERNEL_NO_PROC on Linux): ps, see below.
+# Without /proc (the BSDs, macOS; SHELL_KERNEL_NO_PROC on Linux): ps (see
+# prompts_portable.bash).
 portable=
 if [[ -n ${SHELL_KERNEL_NO_PROC-} || ! -r /proc/$shell/syscall ]]; then portable=yes; fi
-
-# System call numbers of read, readv, pread64; of select/pselect6 (whose
-# first argument, the highest descriptor + 1, is 0x1 when only 0 is
-# watched); and of poll, ppoll, epoll_wait, epoll_pwait.
-case $HOSTTYPE in  # bash knows the machine: no uname
-  x86_64) reads=' 0 19 17 ' selects=' 23 270 ' polls=' 7 271 232 281 ' ;;
-  aarch64|arm64) reads=' 63 65 67 ' selects=' 72 ' polls=' 73 22 ' ;;
-  i?86) reads=' 3 145 180 ' selects=' 142 308 ' polls=' 168 309 256 319 ' ;;
-  arm*) reads=' 3 145 180 ' selects=' 142 335 ' polls=' 168 336 252 346 ' ;;
-  *) reads=' 0 ' selects=' ' polls=' ' ;;
-esac
-readv=${reads# * }; readv=${readv%% *}  # the second: its third argument counts buffers, not bytes
 
 # A pause without a fork: a read that times out on a FIFO nobody writes.
 # Bash 3.2 takes whole seconds only: a sleep there (a fork per pause).
@@ -87,22 +82,13 @@ if (( BASH_VERSINFO[0] < 4 )) \
 fi
 rm -f "$dir/prompts.$$" 2>/dev/null
 
-# The shell is idle (between cells) when it waits for its commands: in
-# read(2) on descriptor 0, or select(2) on it alone, and descriptor 0 is
-# then not this terminal.
-shell_idle() {
-  local nr arg rest
-  builtin read -r nr arg rest < "/proc/$shell/syscall" || builtin return 1
-  [[ ( $reads == *" $nr "* && $arg == 0x0 ) || ( $selects == *" $nr "* && $arg == 0x1 ) ]] \
-    && [[ ! /proc/$shell/fd/0 -ef $tty ]]
-}
-
 # What earlier cells left running, as " pid pid ... " in $left: the shell's
-# children when the last cell ended (session.bash's post hook writes them to
-# $dir/jobs), as reap.sh takes them. Their trees are not the running cell's:
-# a background job, or the program of an interrupted cell that bash 3.2 (under load) no
-# longer waited for (vim, ssh: it reads the terminal until its SIGTERM) and
-# which would otherwise be taken for the next cell's, and stop it.
+# children when the last cell ended (the post hook, in cells.bash, writes
+# them to $dir/jobs), as reap.sh takes them. Their trees are not the
+# running cell's: a background job, or the program of an interrupted cell
+# that bash 3.2 (under load) no longer waited for (vim, ssh: it reads the
+# terminal until its SIGTERM) and which would otherwise be taken for the
+# next cell's, and stop it.
 left_running() {
   local line
   left=" "
@@ -110,56 +96,16 @@ left_running() {
   { while builtin read -r line; do left+="$line "; done < "$dir/jobs"; } 2>/dev/null
 }
 
-# The running cell's process tree, as "pid pid ..." in $tree; $looked
-# says it was looked at (the portable one may not look: see there).
-collect_tree() {
-  local queue=("$shell") pid kids left
-  tree= looked=yes
-  left_running
-  while (( ${#queue[@]} )); do
-    pid=${queue[0]} queue=("${queue[@]:1}")
-    if [[ $left == *" $pid "* ]]; then continue; fi
-    tree+=" $pid"
-    kids=
-    builtin read -r kids < "/proc/$pid/task/$pid/children" 2>/dev/null
-    # shellcheck disable=SC2206
-    queue+=($kids)
-  done
-}
-
-# Whether PID waits for input on the terminal; if so, sets $reads_done
-# (its count of read calls, which tells one read from the next), $asked
-# (how many bytes it asked for, 1 when its call does not say) and
-# $keys_only (it only waits if the terminal is in key mode: see above).
-waiting() {
-  local pid=$1 nr arg buf count rest line
-  [[ /proc/$pid/fd/0 -ef $tty ]] || builtin return 1
-  builtin read -r nr arg buf count rest < "/proc/$pid/syscall" || builtin return 1
-  keys_only= asked=1
-  if [[ $reads == *" $nr "* ]]; then
-    [[ /proc/$pid/fd/$(( arg )) -ef $tty ]] || builtin return 1
-    if [[ $nr != "$readv" ]] && (( count > 0 )); then asked=$(( count )); fi
-  elif [[ $selects == *" $nr "* && $arg == 0x1 ]]; then
-    :
-  elif [[ $selects == *" $nr "* || $polls == *" $nr "* ]]; then
-    keys_only=yes
-  else
-    builtin return 1
-  fi
-  reads_done=0
-  while builtin read -r line; do
-    if [[ $line == syscr:* ]]; then reads_done=${line#syscr: }; break; fi
-  done < "/proc/$pid/io"
-}
+ended_at_report=  # see report
 
 # Says that PID waits in its read number READS of ASKED bytes: with its
 # name, its parent's name and the terminal's modes (a fork for stty, once
 # per read). With KEYS_ONLY, only if the terminal is in key mode (else
 # returns 2).
 report() {
-  local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= stat ppid parent= echo=1 lines=1 keys=0 modes marked fd fifo
-  # The last cell that ended (session.bash's post hook writes it first in
-  # $dir/status): this read's cell is the one after it (see discard).
+  local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= parent= echo=1 lines=1 keys=0 modes marked fd
+  # The last cell that ended (the post hook, in cells.bash, writes it first
+  # in $dir/status): this read's cell is the one after it (see discard).
   ended_at_report=
   if [[ -n $dir ]]; then { builtin read -r ended_at_report < "$dir/status"; } 2>/dev/null; fi
   modes=" $(stty -a < "$tty") "
@@ -167,29 +113,15 @@ report() {
   case $modes in *[[:space:]]-icanon[[:space:]]*) lines=0 keys=$asked ;; esac
   case $modes in *[[:space:]]-icrnl[[:space:]]*) keys=0 ;; esac
   if [[ -n $keys_only && $lines == 1 ]]; then builtin return 2; fi
-  if [[ -n $portable ]]; then
-    names "$pid"
-  else
-    builtin read -r name < "/proc/$pid/comm"
-    builtin read -r stat < "/proc/$pid/stat"
-    stat=${stat##*) }  # after the name, which may hold spaces and parentheses
-    ppid=${stat#* }; ppid=${ppid%% *}
-    builtin read -r parent < "/proc/$ppid/comm"
-  fi
+  names "$pid"
   marked=1
   for fd in 61 62; do
-    if [[ -n $portable ]]; then
-      # No way into the shell's descriptors, but a durable session's go to
-      # the FIFOs of its spool (opened read-write: that never blocks).
-      fifo=$dir/out.fifo
-      if [[ $fd == 62 ]]; then fifo=$dir/err.fifo; fi
-      if [[ -z $dir || ! -p $fifo ]]; then marked=0; break; fi
-      __shell_kernel_frame "$token" barrier "read.$pid.$reads_done" \
-        2>/dev/null 1<> "$fifo" || marked=0
-      continue
-    fi
-    __shell_kernel_frame "$token" barrier "read.$pid.$reads_done" \
-      2>/dev/null > "/proc/$shell/fd/$fd" || marked=0
+    barrier "$fd" "read.$pid.$reads_done"
+    case $? in
+      0) ;;
+      1) marked=0 ;;
+      *) marked=0; break ;;
+    esac
   done
   __shell_kernel_frame -l "$token" reading "$pid" "$reads_done" "$echo" "$lines" "$name" \
     "$parent" "$marked" "$keys"
@@ -226,99 +158,10 @@ discard() {
   done
 }
 
-# The portable detector: ps's wait channels, where a process blocked in a
-# read of a terminal shows as ttyin (BSD, macOS) or n_tty_read / wait_woken
-# (Linux), and one in select or poll as such. Which terminal, and which
-# descriptor, ps does not say: a read of a terminal by the shell's tree is
-# taken for one of this terminal (the cells' standard input, and no cell has
-# a controlling terminal to read), select in the shell itself for bash's
-# read -t, and select or poll elsewhere for a program of keys. Reads are
-# told apart by the kernel's answers: after each one it changes the
-# terminal's size in pixels (which nothing reads), and the SIGWINCH counts.
-# A cell that runs costs a ps and an awk every 0.15 s; between cells, only two reads of files session.bash writes
-# ($dir/cell when a cell starts, $dir/status when it ends).
-answers=0 counted=0
-ended_at_report=
 if [[ -n $portable ]]; then
-  trap 'answers=$(( answers + 1 ))' WINCH
-  shell_alive() { builtin kill -0 "$shell" 2>/dev/null; }
-  # Reading the terminal still (else its read is over, and what it left may go).
-  still_reading() { builtin kill -0 "$1" 2>/dev/null; }
-  # A new cell counts as an answer too: the shell's read in the next cell is another read.
-  cell_seen= cells_seen=
-  shell_idle() {
-    local started= ended=
-    [[ -n $dir ]] || builtin return 1
-    { builtin read -r started < "$dir/cell" && builtin read -r ended < "$dir/status"; } 2>/dev/null
-    if [[ $started != "$cell_seen" ]]; then cell_seen=$started answers=$(( answers + 1 )); fi
-    cells_seen="$started $ended"
-    [[ -z $started ]] || (( ${started:-0} <= ${ended:-0} ))
-  }
-  # Sets $tree to the waiting processes of the shell's tree, $waits to
-  # " pid:read" or " pid:select" for each, and $names to " pid:NAME/PARENT"
-  # (command names, which may hold spaces). The wait channel is ps's last
-  # column: procps cuts any other to 6 letters, where n_tty_write (a
-  # program blocked writing to a terminal) looks as n_tty_read does.
-  collect_tree() {
-    local pid kind names_of left
-    tree= waits=" " names=$'\n' looked=
-    # The answers counted before ps looks label the reads it shows: one
-    # counted later came after the look, so the read ps saw waiting may be
-    # the one it answered (taken since), not a read after it.
-    counted=$answers
-    # Typed input not yet taken (asked after counting, and before ps looks:
-    # an answer counted is in the terminal by then): it is on its way to a
-    # read that ends, which ps may still show waiting. Bash 3.2 cannot ask.
-    if (( BASH_VERSINFO[0] >= 4 )) && builtin read -r -t 0 -u 8; then builtin return 0; fi
-    looked=yes
-    left_running
-    while IFS=' ' builtin read -r pid kind names_of; do
-      tree+=" $pid" waits+="$pid:$kind " names+="$pid:$names_of"$'\n'
-    done < <(LC_ALL=C ps -A -o pid= -o ppid= -o comm= -o wchan= 2>/dev/null | awk -v shell="$shell" -v left="$left" '
-      { parent[$1] = $2; wchan[$1] = $NF; name = $0
-        sub(/^ *[0-9]+ +[0-9]+ +/, "", name); sub(/ +[^ ]+ *$/, "", name); sub(/.*\//, "", name)
-        comm[$1] = name }
-      END {
-        for (p in parent) {
-          for (q = p; q != "" && q != shell && q > 1 && hops++ < 128; q = parent[q])
-            if (index(left, " " q " ")) break
-          hops = 0
-          if (q != shell) continue
-          w = wchan[p]
-          if (w ~ /^(ttyin|ttyrd|n_tty_read|wait_woken)/) kind = "read"
-          else if (w ~ /^(select|poll|kqread|do_sel|do_sys|poll_s|core_s|ep_pol|do_epo)/) kind = "select"
-          else continue
-          print p, kind, comm[p] "/" comm[parent[p]]
-        } }')
-    # A cell that ended or began while ps looked (a busy host): what it saw
-    # may be the shell between cells, whose reset of the terminal before the
-    # next cell reads with read -t. Not looked at, then.
-    local before=$cells_seen
-    shell_idle
-    if [[ $cells_seen != "$before" ]]; then tree= waits=" " looked=; fi
-  }
-  waiting() {
-    local pid=$1 kind
-    kind=${waits#* $pid:}; kind=${kind%% *}
-    keys_only= asked=1 reads_done=$counted
-    if [[ $kind == select && $pid != "$shell" ]]; then keys_only=yes; fi
-  }
-  # Sets $name and $parent, PID's command name and its parent's (macOS
-  # prints the executable's path: its last part).
-  names() {
-    local both=${names#*$'\n'"$1":}
-    both=${both%%$'\n'*}
-    name=${both%/*} parent=${both##*/}
-  }
-  in_cell() { :; }  # the files tell (shell_idle)
+#include prompts_portable.bash
 else
-  shell_alive() { [[ -e /proc/$shell ]]; }
-  still_reading() { [[ /proc/$1/fd/0 -ef $tty ]]; }
-  # The cell's code runs (with the terminal as its input), not the kernel's
-  # lines around it: the post hook, which writes $dir/jobs (read half
-  # written, it would leave an interrupted cell's program in the next cell's
-  # tree), or the reset of the terminal before the next cell.
-  in_cell() { [[ /proc/$shell/fd/0 -ef $tty ]]; }
+#include prompts_proc.bash
 fi
 
 reported=()  # "pid:reads" of the reads reported and not yet over
