@@ -326,7 +326,7 @@ class Fleet:
             if self.options.timeout:
                 timer = threading.Timer(self.options.timeout,
                                         lambda: (fired.set(), session.interrupt()))
-                timer.daemon = True
+                timer.name, timer.daemon = "shell-kernel-fleet-timeout", True
                 timer.start()
             try:
                 result = session.run(cell.source)

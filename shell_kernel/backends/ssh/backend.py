@@ -202,7 +202,8 @@ class SSHBackend(ChannelBackend):
         while not self._closed.wait(interval):
             if not transport.is_active():
                 return
-            threading.Thread(target=ping, args=(transport,), daemon=True).start()
+            threading.Thread(target=ping, args=(transport,), daemon=True,
+                             name="shell-kernel-ssh-keepalive-ping").start()
             if time.monotonic() - answered[0] > limit + interval:
                 log.warning("no answer from %s for %.0f s: closing", self._target.describe(), limit)
                 transport.close()

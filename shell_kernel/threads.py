@@ -1,0 +1,134 @@
+"""Every thread that shell_kernel starts: its name, where it runs, what it owns.
+
+The one table of threads: docs/architecture.md's "Threads" table is rendered
+from it (`python -m shell_kernel.threads`), tests/unit/test_thread_table.py
+checks that every thread name in the code is here and that the document is
+up to date, and tests/test_threads.py checks it against the threads each kind
+of session really starts. Pure data: imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The kinds of session, as the kernelspec makes them.
+LOCAL, LOCAL_NAMED = "local", "local named"
+SSH, SSH_EPHEMERAL, SSH_NAMED = "ssh", "ssh --ephemeral", "ssh named"
+SESSIONS = (LOCAL, LOCAL_NAMED, SSH, SSH_EPHEMERAL, SSH_NAMED)
+EVERY_SSH = (SSH, SSH_EPHEMERAL, SSH_NAMED)
+#: Outside a session: the kernel process, `run --hosts`.
+KERNEL, FLEET = "kernel", "run --hosts"
+
+#: What makes a thread start, besides the session itself (None: every
+#: session of its kinds starts it once, as it starts its shell).
+INTERRUPT, OUTPUT, LOSS, PING, PROXY, SIDE_TIMEOUT, CELL_TIMEOUT = (
+    "each interrupt", "output received", "connection lost mid-cell", "each keepalive ping",
+    "a ProxyCommand", "a side command timed out", "each cell with --timeout")
+
+
+@dataclass(frozen=True)
+class ThreadKind:
+    name: str  # the thread's name; a trailing "N" stands for a number
+    where: tuple[str, ...]  # session kinds (SESSIONS), or KERNEL / FLEET
+    runs: str
+    owns: str
+    when: str | None = None  # INTERRUPT ... or None
+
+
+THREADS = (
+    ThreadKind("shell-kernel-start", (KERNEL,),
+               "launch.py: the first ShellSession.start (a local shell's once the first "
+               "kernel_info reply is out, a request needs it, or a second has passed; an "
+               "SSH or named one at once)",
+               "the caller's part of the session until the start is over"),
+    ThreadKind("shell-kernel-pump", SESSIONS,
+               "session/pump.py: every event in order",
+               "decoders, screen clears, coalescer, acknowledgements, the running cell's "
+               "progress and prompts, a query's reply, the start's answer; sets a cell's done "
+               "event (so does close()); marks the shell lost; starts the reattach thread"),
+    ThreadKind("shell-kernel-local-reader", (LOCAL, LOCAL_NAMED),
+               "the local shell's pipes, or a local named session's relay: "
+               "Keeper.on_output (frame scanning), then push",
+               "the current generation's scanners (one reader per stream at a time)"),
+    ThreadKind("shell-kernel-ssh-reader", EVERY_SSH,
+               "a shell on an SSH channel (backends/channel/shell.py): Keeper.on_output, "
+               "then push",
+               "the current generation's scanners"),
+    ThreadKind("shell-kernel-terminal", (LOCAL, LOCAL_NAMED),
+               "the local prompt terminal's output (prompts.InputTerminal)",
+               "pushes the prompt watcher's frames"),
+    ThreadKind("shell-kernel-ssh-terminal", EVERY_SSH,
+               "the prompt terminal on the SSH host",
+               "pushes the prompt watcher's frames"),
+    ThreadKind("shell-kernel-interrupt", SESSIONS,
+               "interrupts.Interrupter: an Escalation (SIGINT, SIGTERM, SIGKILL, replace)",
+               "the cell's escalating flag; pushes its outcome", INTERRUPT),
+    ThreadKind("shell-kernel-reattach", (LOCAL_NAMED, SSH, SSH_NAMED),
+               "Keeper.reattach with backoff",
+               "brings the shell back (up, lost, attachments under the keeper's lock); "
+               "reopens the cell input; pushes progress and failure", LOSS),
+    ThreadKind("shell-kernel-sweep", SESSIONS,
+               "Backend.sweep, once per started shell",
+               "nothing of the session"),
+    ThreadKind("shell-kernel-ssh-keepalive", EVERY_SSH,
+               "ServerAliveInterval/CountMax, one per connection",
+               "closes a connection that stopped answering"),
+    ThreadKind("shell-kernel-ssh-keepalive-ping", EVERY_SSH,
+               "one keepalive request (it may block for as long as the host takes)",
+               "nothing", PING),
+    ThreadKind("shell-kernel-spool-ack", (SSH,),
+               "a timer: acknowledges the output received, so that the host trims its "
+               "spool (at most one a second, and one after the last output)",
+               "the backend's acknowledgement state", OUTPUT),
+    ThreadKind("shell-kernel-heartbeat", (SSH,),
+               "a heartbeat line on the relay's input every 3 s, unless a send is under way, "
+               "so that the host tells a dead kernel from a dropped network (docs/ssh.md)",
+               "nothing (takes the send lock without waiting)"),
+    ThreadKind("shell-kernel-ssh-side", (SSH_EPHEMERAL,),
+               "opens the side channel at the start, ready for the first interrupt",
+               "the backend's side channel"),
+    ThreadKind("shell-kernel-side-end", EVERY_SSH,
+               "SIGKILLs, from a channel of its own, what a timed-out side command left",
+               "nothing", SIDE_TIMEOUT),
+    ThreadKind("proxy-stderr", EVERY_SSH, "a ProxyCommand's stderr", "the proxy's", PROXY),
+    ThreadKind("proxy-reaper", EVERY_SSH, "waits for a ProxyCommand's exit", "the proxy's",
+               PROXY),
+    ThreadKind("shell-kernel-fleet-N", (FLEET,),
+               "a worker: the caller of its hosts' sessions, one host at a time",
+               "its host's HostRun until the host ends"),
+    ThreadKind("shell-kernel-fleet-progress", (FLEET,),
+               "redraws the live progress block on a terminal", "nothing"),
+    ThreadKind("shell-kernel-fleet-timeout", (FLEET,),
+               "interrupts a cell that outlived --timeout", "nothing", CELL_TIMEOUT),
+)
+#: Threads that are not ours, started with every SSH connection: paramiko's
+#: transport thread (and its handshake timers). Named here for the reader.
+NOT_OURS = "paramiko's transport thread and its handshake timers (every SSH connection)"
+
+
+def by_name(name: str) -> ThreadKind | None:
+    """The kind of a thread from its name (shell-kernel-fleet-3 is shell-kernel-fleet-N)."""
+    for kind in THREADS:
+        if name == kind.name or (kind.name.endswith("-N") and name.startswith(kind.name[:-1])
+                                 and name[len(kind.name) - 1:].isdigit()):
+            return kind
+    return None
+
+
+def started_by(where: str, triggers: set[str]) -> set[str]:
+    """The names of the threads a session of kind `where` starts, given what happened."""
+    return {kind.name for kind in THREADS
+            if where in kind.where and (kind.when is None or kind.when in triggers)}
+
+
+def markdown_table() -> str:
+    rows = ["| Thread | Where | Started | Runs | Owns / writes |", "|---|---|---|---|---|"]
+    for kind in THREADS:
+        where = "every session" if kind.where == SESSIONS else ", ".join(kind.where)
+        rows.append(f"| `{kind.name}` | {where} | {kind.when or 'with the shell'} | "
+                    f"{kind.runs} | {kind.owns} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
