@@ -1,7 +1,7 @@
 """The package's shape: no import cycles, backends/ in its layers, no module
-over MAX_LINES, and the JupyterLab extension's cell record matches the Python
-one. Pure reading of the source (ast, the TypeScript text): no kernel, no
-shell."""
+or shell file over MAX_LINES, and the JupyterLab extension's cell record
+matches the Python one. Pure reading of the source (ast, the TypeScript
+text): no kernel, no shell."""
 
 from __future__ import annotations
 
@@ -205,10 +205,35 @@ def test_the_backends_layers_import_only_what_they_may():
     assert layer_violations(graph) == []
 
 
+def over_the_limit(files: dict[str, Path]) -> dict[str, int]:
+    """The files over MAX_LINES lines, with their counts."""
+    counts = {name: len(path.read_text().splitlines()) for name, path in files.items()}
+    return {name: lines for name, lines in counts.items() if lines > MAX_LINES}
+
+
+def shell_files() -> dict[str, Path]:
+    """Every shell file in shell_kernel/shell (the .sh and the .bash), by name."""
+    return {path.name: path for path in sorted((PACKAGE / "shell").iterdir())
+            if path.suffix in (".sh", ".bash")}
+
+
+def test_the_line_limit_check_finds_a_file_over_it(tmp_path):
+    at_limit, over = tmp_path / "at_limit.bash", tmp_path / "over.sh"
+    at_limit.write_text("true\n" * MAX_LINES)
+    over.write_text("true\n" * (MAX_LINES + 1))
+    assert over_the_limit({"at_limit.bash": at_limit, "over.sh": over}) == {"over.sh": MAX_LINES + 1}
+
+
 def test_no_module_is_over_the_line_limit():
-    too_long = {name: len(path.read_text().splitlines()) for name, path in modules().items()}
-    too_long = {name: lines for name, lines in too_long.items() if lines > MAX_LINES}
+    too_long = over_the_limit(modules())
     assert too_long == {}, f"modules over {MAX_LINES} lines: {too_long}"
+
+
+def test_no_shell_file_is_over_the_line_limit():
+    files = shell_files()
+    assert {"session.bash", "prompts.bash", "launch.sh", "reap.sh"} <= set(files)  # both kinds read
+    too_long = over_the_limit(files)
+    assert too_long == {}, f"shell files over {MAX_LINES} lines: {too_long}"
 
 
 # Keys that the kernel adds to reply_metadata's (kernel.py: finish_metadata's
