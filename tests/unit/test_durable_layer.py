@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from scripted_channels import ScriptedChannels, ScriptedHost, ScriptedSh
 from shell_kernel.backends import BackendError, SessionGone, SessionTaken, ShellExit
-from shell_kernel.backends.channel.shell import DirectShell
 from shell_kernel.backends.channel import durable as durable_module
 from shell_kernel.backends.channel.channels import SideShell
 from shell_kernel.backends.channel.durable import (RELAY_RESTART, RELAY_SHELL_ENDED, RELAY_TAKEN,
-                                           DurableShell, RelayHeaders)
+                                                   DurableShell, RelayHeaders)
+from shell_kernel.backends.channel.shell import DirectShell
+from shell_kernel.testing.scripted_channels import ScriptedChannels, ScriptedHost, ScriptedSh
 
 WITHIN = 5.0  # a liveness bound: every wait here ends as soon as its event comes
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from fake_backend import CellScript, FakeShell
 from shell_kernel import protocol
 from shell_kernel.backends import BackendError, Capabilities, NotSent, ShellExit
 from shell_kernel.backends.local import backend as local_backend
 from shell_kernel.backends.local.backend import LocalBackend
 from shell_kernel.session import CellRecord, Options, SessionError, ShellSession
+from shell_kernel.testing.fake_shell import CellScript, FakeShell
 
 
 class Recorder:
