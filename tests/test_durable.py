@@ -264,8 +264,8 @@ def test_shutdown_leaves_nothing_on_the_host(durable_kernel):
 def test_how_an_ended_shell_ended_outlasts_the_watchdogs_next_look(tmp_path):
     """A kernel asks how its durable shell ended (launch.sh status) once its
     relay has seen the end; on a loaded host that comes after the watchdog's
-    next look (every 5 s), which removed the directory with the status in it:
-    `kill -9 $$` was then reported as status 1."""
+    next look (every 5 s), so the status must outlast that look (a directory
+    removed with the status in it would report `kill -9 $$` as status 1)."""
     from shell_kernel.backends.channel import durable
 
     def launch(*args):

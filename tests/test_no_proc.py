@@ -136,8 +136,8 @@ def test_answers_are_counted_without_changing_the_terminals_rows_or_columns(
 def test_a_killed_terminal_holder_is_noticed_without_proc(jupyter_prefix, start_kernel):
     """--tty: the `script` holding a terminal is killed, which leaves the
     holder a zombie where nothing reaps it: without /proc, ps tells (kill -0
-    alone took the zombie for alive, and the cell's end went to a dead
-    terminal: the cell never ended)."""
+    alone takes the zombie for alive, and the cell's end would go to a dead
+    terminal: the cell would never end)."""
     install_spec(jupyter_prefix, "shell-test-tty-no-proc", ["--tty"])
     kernel = start_kernel("shell-test-tty-no-proc", **{shell.NO_PROC: "1"})
     execution = kernel.run("KEPT=yes; kill $(ps -o ppid= -p ${__shell_kernel_tty_holders[0]}); "
@@ -165,7 +165,7 @@ def test_an_answer_that_comes_while_ps_looks_is_not_taken_for_the_next_read(star
     """The watcher's ps is slow (0.5 s from its look to its end, as on a
     busy host) and each answer comes 0.3 s after its question, while ps
     looks again: the read that ps saw waiting was the one answered, not a
-    new one (it was asked again, once the answer had been taken)."""
+    new one (else it would be asked again, once the answer has been taken)."""
     slow = tmp_path / "slow-bin"
     slow.mkdir()
     (slow / "ps").write_text(f"#!/bin/sh\n{shutil.which('ps')} \"$@\"; status=$?\n"
@@ -212,8 +212,8 @@ def test_a_look_that_a_cell_ended_during_is_not_taken_for_the_cell(tmp_path):
     """The watcher found a cell running, then ps looked (slowly: on a busy
     host the cell ended meanwhile) and saw the shell in a read -t: that is
     the shell between cells (its reset of the terminal before the next one
-    reads with read -t), not the cell's read (which was reported as 'read'
-    and answered with the next cell's input, or end-of-file)."""
+    reads with read -t), not the cell's read (taken for one, it would be
+    asked as 'read' and answered with the next cell's input, or end-of-file)."""
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     (state / "cell").write_text("5\n")
@@ -277,8 +277,8 @@ def test_stop_ends_the_cell_of_a_shell_whose_rc_files_set_another_time_zone(
         backend, start_kernel, ssh_kernel, zoned_host, tmp_path):
     """The shell's rc files set TZ, the commands that run beside it do not
     (the kernel's own, or an SSH command's): the shell's record, made in
-    its zone, still names it (else Stop signalled nothing: "interrupt of
-    cell 2 failed", and the sleep ran on)."""
+    its zone, still names it (else Stop would signal nothing: "interrupt of
+    cell 2 failed", and the sleep would run on)."""
     env = {shell.NO_PROC: "1"}
     if backend == "local":
         home = tmp_path / "local-home"

@@ -326,8 +326,8 @@ class DropsAtFirstCell(DurableFake):
 
 
 def test_a_cell_sent_as_the_connection_drops_runs_once_it_is_back():
-    """It said "This cell did not run" at once, though the durable shell was
-    there to reconnect to (the test sshd's BusyBox host, one run in ten)."""
+    """The durable shell is still there to reconnect to: the cell waits for
+    the reattach and runs, instead of "This cell did not run" at once."""
     h = Harness(DropsAtFirstCell, reattach_timeout=10)
     h.session.start()
     try:
@@ -394,8 +394,8 @@ def test_a_late_escalation_step_leaves_the_next_cell_alone(local, step):
     """An interrupt's steps go on while the interrupted cell's end is on its
     way (under load, past the grace): a step for a cell that has ended, run
     when the next cell has started, must not touch that one. (Its SIGTERM
-    killed the next cell's processes and its SIGURG abandoned that cell's
-    command line, whose end never came: a hang.)"""
+    would kill the next cell's processes, and its SIGURG abandon that cell's
+    command line, whose end would never come: a hang.)"""
     assert local.session.run("true").exit_code == 0
     ended = local.session._seq
     thread, box = local.run_in_thread("sleep 1; echo survived")

@@ -1,10 +1,10 @@
 """A side command's output is read in time linear in its size: a display's
-fetch over SSH (backends.channel.backend's fetch) is a side command whose output is the
-display's bytes, and reading it searched the whole output so far for the end
-marker after every chunk and copied it on every append: 32 MB took 18 s of
-CPU. A stand-in channel plays 64 MB in 4 KB chunks; read linearly that is
-well under a second, read the old way minutes (the bound between them,
-a liveness timeout, is far from both)."""
+fetch over SSH (backends.channel.backend's fetch) is a side command whose
+output is the display's bytes, megabytes of them. Searching the whole output
+so far for the end marker after every chunk, or copying it on every append,
+would make that quadratic. A stand-in channel plays 64 MB in 4 KB chunks:
+read linearly that is well under a second, quadratically minutes (the bound
+between them, a liveness timeout, is far from both)."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ ACK_TIMEOUT = 5.0
 # holds up the relay), the host keeps only the newest SPOOL_KEEP_BYTES of each
 # stream. A kernel that is reading, however slowly, loses nothing: so this is
 # well past what an acknowledgement can take on a loaded host (a side command
-# starved of CPU by the very output it acknowledges took over 3 s in CI).
+# can be starved of CPU for seconds by the very output it acknowledges).
 SPOOL_STALL_SECONDS = 10
 SPOOL_KEEP_BYTES = 16 << 20
 # A dead kernel is not a dropped network: its host closes the connection at
