@@ -27,9 +27,13 @@ WATCH_SCRIPT = shell.script("prompts.bash")
 ASKPASS_NAME = "sk-askpass"
 #: Answers that mean end-of-file (Ctrl-D in a terminal).
 EOF_ANSWERS = ("^D", "\x04")
-#: How long a prompt's text may take to arrive after its read was reported:
-#: the output and the report travel separately.
-SETTLE_SECONDS = 0.2
+#: How long a prompt's text may take to arrive after its read was reported,
+#: for a read that no barrier orders behind its text (no /proc and no spool
+#: FIFO: see prompts_portable.bash): the text comes on the cell's stream, the
+#: report on the terminal, each read by its own thread, and a reader starved
+#: of CPU delivers late. The text ends the wait as it comes; a read that
+#: prints no question waits this long for its input box.
+SETTLE_SECONDS = 1.0
 #: How long a marked read waits for its marks, which follow its text on the
 #: output streams (see prompts.bash): a safety net, for output held up.
 MARK_WAIT_SECONDS = 2.0
