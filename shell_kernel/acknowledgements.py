@@ -2,12 +2,14 @@
 
 The next kernel that attaches shows what the host holds after the recorded
 place (its catch-up). Recorded after being shown, output that a kernel
-showed just before it was killed would be shown again; recorded first, a
-kernel killed between the two (a few milliseconds: the host's answer, then
-the message) loses what it had not shown yet. The session's pump notes how
-far the output it handled goes (handled), and has the host record it before
-anything goes to the notebook (before_showing), and once the pump is idle
-with nothing held, for what is never shown (the kernel's own frames).
+showed just before it was killed would be shown again; so the record is
+sent first (a line on the relay's input, which the host acts on even when
+the kernel dies right after: see DurableShell.acknowledge), and a kernel
+killed between the two loses only what it had not shown yet. The session's
+pump notes how far the output it handled goes (handled), and has the host
+record it before anything goes to the notebook (before_showing), and once
+the pump is idle with nothing held, for what is never shown (the kernel's
+own frames).
 """
 
 from __future__ import annotations

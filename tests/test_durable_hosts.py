@@ -377,39 +377,3 @@ def test_stop_does_not_wait_for_a_sweep_of_other_users_sessions(host, tmp_path):
     assert execution.status == "error"
     assert time.monotonic() - started < 5.0
     assert len(list(tmpdir.glob("shell_kernel.other*"))) == 3000
-
-
-def _children_faults(pid: int) -> int:
-    """Minor faults of pid's children that it has reaped (cminflt): it grows
-    with every child that ran and ended, however briefly."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[8])
-    except (OSError, IndexError, ValueError):
-        return -1
-
-
-def test_an_idle_durable_session_forks_nothing_on_its_host(host):
-    """The shell, its spool copiers and its watchdog cost an idle session's
-    host nothing: no process is started while no cell runs (a `sleep 5` loop
-    and a `cat` per look did, 37 processes every 20 s with the relay). The
-    relay (relay.sh) is left out here: it is the connection's, not the
-    session's."""
-    from shell_kernel.testing.processes import descendants
-    kernel = host().kernel()
-    state, _ = remote_state(kernel)
-    relay = int((state / "relay.pid").read_text().split()[0])
-
-    def session() -> dict[int, int]:
-        roots = {p for p in pids_matching(str(state)) if p != relay} - descendants([relay])
-        roots |= {int((state / name).read_text().split()[0]) for name in ("watchdog.pid",
-                                                                          "wrapper.pid")}
-        procs = (roots | descendants(sorted(roots))) - descendants([relay]) - {relay}
-        return {pid: _children_faults(pid) for pid in procs}
-
-    time.sleep(6)  # past the first looks
-    before = session()
-    time.sleep(12)  # two of the watchdog's looks, at least
-    after = session()
-    changed = {p for p in after if before.get(p) != after[p]}
-    assert before == after, {p: (before.get(p), after[p], Path(f"/proc/{p}/cmdline").read_bytes()[:80])
-                             for p in changed}

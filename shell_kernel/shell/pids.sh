@@ -140,3 +140,10 @@ running() {
     case $(ps -o stat= -p "$1" 2>/dev/null) in '' | Z*) return 1 ;; esac
   fi
 }
+
+# session_over DIR PID START: the durable session in DIR has no shell any
+# more: its wrapper (PID, which started at START) recorded how the shell
+# ended, or is gone.
+session_over() {
+  [ -e "$1/exit_status" ] || ! pid_is "$2" "$3"
+}

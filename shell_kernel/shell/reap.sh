@@ -277,6 +277,12 @@ case $mode in
       n=$((n + 1))
     done
     pid_kill TERM "$dir/watchdog.pid"
+    # A durable session's attached relay ends, with the status that says the
+    # shell ended (relay.sh): its watchdog would tell it, but is gone with
+    # DIR. (Not the relay that runs this, at the end of its grace.)
+    if pid_alive "$dir/relay.pid"; then
+      case $spared in *" $recorded "*) ;; *) kill -USR1 "$recorded" 2>/dev/null ;; esac
+    fi
     case $dir in
       */shell_kernel.* | */shell_kernel-[0-9]*/*) [ -d "$dir" ] && [ ! -L "$dir" ] && rm -rf -- "$dir" ;;
     esac

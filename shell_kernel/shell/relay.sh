@@ -1,10 +1,12 @@
 # shell_kernel: attach a connection to a durable session. POSIX sh.
 #
-#   relay.sh DIR PID MARKER OUT_OFFSET ERR_OFFSET ENDED RESTART BASH HEARTBEAT HEARD GRACE
-#            [OWNER TAKEN]
+#   relay.sh DIR PID MARKER OUT_OFFSET ERR_OFFSET ENDED RESTART BASH HEARTBEAT ACK HEARD
+#            GRACE [OWNER TAKEN]
 #
-# Standard input goes to the shell's FIFO, line by line, but for the lines
-# HEARTBEAT that the kernel sends every few seconds. Its spooled stdout and stderr come
+# Standard input goes to the shell's FIFO, line by line, but for the
+# kernel's own lines: HEARTBEAT, which it sends every few seconds, and "ACK
+# OUT ERR", its acknowledgement of the output it received, up to those
+# stream offsets (see acknowledged below). Its spooled stdout and stderr come
 # back from the given stream offsets (spool.sh follow), each after a header
 # line "MARKER:START": what the login shell's startup files print on this
 # connection comes before it, so it is never taken for the session's output.
@@ -26,30 +28,34 @@
 
 #include pids.sh
 
-dir=$1 pid=$2 marker=$3 ended=$6 restart=$7 bash=$8 heartbeat=$9 heard=${10} grace=${11}
+dir=$1 pid=$2 marker=$3 ended=$6 restart=$7 bash=$8 heartbeat=$9 ack=${10} heard=${11}
+grace=${12} owner=${13-}
 [ -p "$dir/in" ] || { echo "shell_kernel: no session in $dir" >&2; exit 3; }
 # When the session's wrapper PID started (wrapper.pid): once it has ended,
 # its pid may name another process.
 read -r _ started _ 2>/dev/null < "$dir/wrapper.pid"
-if [ -n "${12-}" ]; then
-  read -r owner 2>/dev/null < "$dir/owner"
-  [ "$owner" = "${12}" ] || exit "${13}"
+if [ -n "$owner" ]; then
+  now=
+  read -r now 2>/dev/null < "$dir/owner"
+  [ "$now" = "$owner" ] || exit "${14}"
 fi
 relay=$$
-relay_start=$(pid_start "$relay")
 # This relay's children, each "PID START": one that has ended may have been
 # reaped (`wait` reaps them all), and its pid handed to another process.
-out= err= watch= input=
+out= err= input= watch=
 child() {
   echo "$1 $(pid_start "$1")"
 }
 stop() {
-  for running in "$out" "$err" "$watch" "$input"; do
+  for running in "$out" "$err" "$input" "$watch"; do
     pid_is $running && kill "${running%% *}" 2>/dev/null
   done
 }
-# The shell ended: the watcher below says so and exits at once.
-trap 'watch=; stop; exit "$ended"' USR1
+# The shell ended: the session's watchdog (launch.sh) says so, or reap.sh
+# as it stops the session. Nothing here looks for it meanwhile: an attached
+# idle session costs its host nothing. The followers first pass on the last
+# bytes.
+trap 'sleep 0.5 2>/dev/null || sleep 1; watch=; stop; exit "$ended"' USR1
 # A follower could not go on. Input keeps flowing until the kernel closes
 # this channel, so nothing it sends meanwhile is lost.
 trap 'input=; stop; exit "$restart"' USR2
@@ -61,25 +67,76 @@ sh "$dir/spool.sh" follow "$dir/out" "$4" "$marker" "$relay" 2>/dev/null &
 out=$(child $!)
 sh "$dir/spool.sh" follow "$dir/err" "$5" "$marker" "$relay" 3>&2 2>/dev/null 1>&3 &
 err=$(child $!)
-(
-  while pid_is "$pid" "$started"; do sleep 1; done
+# A shell that ended before this relay was recorded: the watchdog may have
+# looked for a relay to tell before.
+if session_over "$dir" "$pid" "$started"; then
   sleep 0.5 2>/dev/null || sleep 1  # let the followers pass on the last bytes
-  pid_is "$relay" "$relay_start" && kill -USR1 "$relay" 2>/dev/null
-) </dev/null >/dev/null 2>&1 &
-watch=$(child $!)
-# The input, but for heartbeats; its status says whether it ended within
-# HEARD seconds of the kernel's last line. (No startup file: BASH_ENV.)
-forward='LC_ALL=C heard=$SECONDS line=
+  stop
+  exit "$ended"
+fi
+# A session whose watchdog does not tell (launched by an older
+# shell_kernel, which has no DIR/tells_relay) is looked at every second.
+if [ ! -e "$dir/tells_relay" ]; then
+  relay_start=$(pid_start "$relay")
+  (
+    while pid_is "$pid" "$started"; do sleep 1; done
+    pid_is "$relay" "$relay_start" && kill -USR1 "$relay" 2>/dev/null
+  ) </dev/null >/dev/null 2>&1 &
+  watch=$(child $!)
+fi
+# The input, but for the kernel's own lines; its status says whether it
+# ended within HEARD seconds of the kernel's last line. (No startup file:
+# BASH_ENV.) An acknowledgement costs the host no process: it is read here,
+# by the bash that reads the input, with its builtins (rm only once a whole
+# spool file was received). It writes when the kernel last acknowledged
+# (DIR/acked: a kernel reading, see spool.sh; the time is the relay's start,
+# from date, plus bash's SECONDS), has the spool files it received removed
+# and, a named session's, records the offsets (DIR/delivered: where the next
+# kernel resumes) while it is still OWNER's. Both are rewritten in place, in
+# one write of a fixed length: a reader never finds one empty.
+forward='LC_ALL=C heard=$SECONDS line= dir=$3 owner=$4 since=$5
+case $since in *[!0-9]*) since= ;; esac
+# drop PREFIX OFFSET: removes the generations of a stream that end before
+# OFFSET (where the next one starts), never the newest (as in spool.sh).
+drop() {
+  below=-1 old=()
+  for f in "$1".[0-9]*; do
+    n=${f#"$1".}
+    case $n in *[!0-9]*) continue ;; esac
+    [ "$n" -lt "$2" ] && [ "$n" -gt "$below" ] && below=$n
+  done
+  for f in "$1".[0-9]*; do
+    n=${f#"$1".}
+    case $n in *[!0-9]*) continue ;; esac
+    [ "$n" -lt "$below" ] && old+=("$f")
+  done
+  [ ${#old[@]} -eq 0 ] || rm -f -- "${old[@]}"
+}
+acknowledged() {
+  case $1/$2 in */ | /* | *[!0-9/]*) return 0 ;; esac
+  if [ -n "$owner" ]; then
+    now=
+    read -r now < "$dir/owner" && [ "$now" = "$owner" ] || return 0
+    printf "%20s %20s\n" "$1" "$2" 1<>"$dir/delivered"
+  fi
+  [ -z "$since" ] || printf "%s\n" $((since + SECONDS)) 1<>"$dir/acked"
+  drop "$dir/out" "$1"
+  drop "$dir/err" "$2"
+}
 while IFS= read -r line; do
   heard=$SECONDS
-  [ "$line" = "$1" ] || printf "%s\n" "$line"
+  case $line in
+    "$1") ;;
+    "$2 "*) acknowledged ${line#"$2 "} ;;
+    *) printf "%s\n" "$line" ;;
+  esac
 done
 [ -z "$line" ] || printf %s "$line"
-[ $((SECONDS - heard)) -le "$2" ]'
+[ $((SECONDS - heard)) -le "$6" ]'
 exec 3<>"$dir/in" 4<&0
 # (An asynchronous command's stdin would be /dev/null.)
-BASH_ENV= "$bash" --norc --noprofile -c "$forward" shell_kernel "$heartbeat" "$heard" \
-  <&4 >&3 2>/dev/null &
+BASH_ENV= "$bash" --norc --noprofile -c "$forward" shell_kernel "$heartbeat" "$ack" "$dir" \
+  "$owner" "$(date +%s 2>/dev/null)" "$heard" <&4 >&3 2>/dev/null &
 input=$(child $!)
 wait "${input%% *}"
 closed=$?

@@ -2,7 +2,6 @@
 #
 #   spool.sh copy   PREFIX GENERATION KEEP STALL  standard input into the spool
 #   spool.sh follow PREFIX OFFSET MARKER RELAY    print the spool from OFFSET, live
-#   spool.sh drop   PREFIX OFFSET [PREFIX OFFSET [OWNER]]  remove what ends before OFFSET
 #   spool.sh end    PREFIX                        the stream offset after its last byte
 #
 # The shell writes each stream into a FIFO; a copier (copy) appends what it
@@ -12,10 +11,11 @@
 # holds GENERATION bytes: a file that has a newer one never changes again.
 # So old output is dropped by deleting whole files, never by truncating a file
 # that something may be writing at that moment, and a stream offset means the
-# same byte whatever was dropped before it. The kernel has the generations it
-# has received deleted (drop), which also records when it last did (acked):
-# a kernel that did so within STALL seconds is reading, and the copier keeps
-# everything for it, however far behind it is (a fast producer, a slow link).
+# same byte whatever was dropped before it. The kernel's acknowledgements
+# (relay.sh) delete the generations it has received, and record when it
+# last sent one (acked): a kernel that did so within STALL seconds is
+# reading, and the copier keeps everything for it, however far behind it is
+# (a fast producer, a slow link).
 # Once no kernel has acknowledged anything for STALL seconds (it is away, or
 # a laptop asleep holds up the relay), the copier keeps only the newest KEEP
 # bytes of its stream; the kernel says how much was dropped when it resumes.
@@ -180,20 +180,6 @@ case $mode in
     [ $# -gt 1 ] || { echo 0; exit 0; }
     eval "last=\${$#}"
     echo $((last + $(wc -c < "$1.$last")))
-    ;;
-  drop)
-    date +%s > "${1%/*}/acked" 2>/dev/null
-    # A named session's, from the kernel that owns it: how far that kernel
-    # shows out and err (it asks before it shows), where the next kernel
-    # that attaches resumes.
-    if [ $# -eq 5 ] && read -r owner 2>/dev/null < "${1%/*}/owner" && [ "$owner" = "$5" ]; then
-      echo "$2 $4" > "${1%/*}/delivered.new" && mv -f "${1%/*}/delivered.new" "${1%/*}/delivered"
-    fi
-    [ $# -eq 5 ] && set -- "$1" "$2" "$3" "$4"
-    while [ $# -ge 2 ]; do
-      drop "$1" "$2"
-      shift 2
-    done
     ;;
   *)
     echo "spool.sh: unknown mode $mode" >&2

@@ -13,8 +13,7 @@ import shlex
 import threading
 
 from shell_kernel.backends.channel.channels import SIDE_PID_SCRIPT, ChannelExit
-from shell_kernel.backends.channel.durable import LAUNCH_SCRIPT, RELAY_SCRIPT, SPOOL_SCRIPT
-from shell_kernel.shell import RUN_INSTALLED
+from shell_kernel.backends.channel.durable import LAUNCH_SCRIPT, RELAY_SCRIPT
 
 _END = object()  # a queued step: the command exits
 
@@ -81,7 +80,7 @@ class Relay(ScriptedChannel):
 
     @property
     def owner(self) -> str | None:
-        return self.words[15] if len(self.words) > 15 else None
+        return self.words[16] if len(self.words) > 16 else None
 
     def headers(self, out: int | None = None, err: int | None = None,
                 noise: bytes = b"") -> "Relay":
@@ -116,7 +115,7 @@ class ScriptedSh(ScriptedChannel):
 
 class ScriptedChannels:
     """A transport (channels.Channels) whose relay channels are Relay fakes,
-    and whose side commands (launch.sh, spool.sh) a ScriptedHost answers."""
+    and whose side commands (launch.sh) a ScriptedHost answers."""
 
     where = "scripted-host"
     link = "the scripted link"
@@ -152,7 +151,7 @@ class ScriptedChannels:
 
 
 class ScriptedHost:
-    """launch.sh and spool.sh as the host would answer them; records each call."""
+    """launch.sh as the host would answer it; records each call."""
 
     def __init__(self, state_dir: str = "/tmp/shell_kernel.x", pid: int = 4321):
         self.state_dir, self.pid = state_dir, pid
@@ -160,20 +159,12 @@ class ScriptedHost:
         self.open_answers: list[str] = []  # launch.sh open's next answers
         self.alive = "alive"
         self.status = "0"
-        self.dropped = threading.Event()
 
     def answer(self, words: list[str]) -> tuple[int, bytes]:
         script, args = words[2], words[4:]
-        if script == RUN_INSTALLED:  # a script installed in the state directory, by path
-            script, args = args[0].rsplit("/", 1)[-1], args[1:]
-        name = {LAUNCH_SCRIPT: "launch", SPOOL_SCRIPT: "spool", "spool.sh": "spool"}.get(
-            script, "other")
         if script == SIDE_PID_SCRIPT:  # the side shell's first
             return 0, b"4000 1234\n"
-        self.calls.append([name, *args])
-        if name == "spool":
-            self.dropped.set()
-            return 0, b""
+        self.calls.append(["launch" if script == LAUNCH_SCRIPT else "other", *args])
         mode = args[0]
         reply = {"start": f"{self.pid} {self.state_dir}", "alive": self.alive,
                  "status": self.status, "stop": "", "sweep": ""}.get(mode)

@@ -9,7 +9,7 @@ exists (see named_sessions). SSH and local named sessions both use this.
 
 Threads: start, open_output, reattach and close come from the session's
 caller thread; the reader thread delivers output (and restarts a relay that
-fell behind); a timer thread has the host drop received spool files.
+fell behind); a timer thread acknowledges the output received.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import threading
 import time
 
 from ... import named_sessions
-from ...shell import RUN_INSTALLED, script
+from ...shell import script
 from .. import (Attached, BackendError, ExitCallback, OutputCallback, SessionGone, SessionTaken,
                 ShellExit, Started)
 from .shell import ChannelShell
@@ -46,14 +46,16 @@ SPOOL_GENERATION_BYTES = 4 << 20
 # seconds) that it is reading, and has the received spool files deleted. (A
 # named session's kernel does so before it shows output: see acknowledge.)
 SPOOL_ACK_INTERVAL = 1.0
-# How long a named session's kernel waits for the host to record what it is
-# about to show; past it, the output is shown anyway (and may be shown again).
-ACK_TIMEOUT = 5.0
+# An acknowledgement is a line "ACK OUT ERR" on the relay's input, OUT and
+# ERR the stream offsets received so far: the bash that reads the input on
+# the host acts on it with its builtins (see relay.sh), so that it costs the
+# host no process, and it comes after every line sent before it.
+ACK = "#shell_kernel ack"
 # Once no kernel has said so for this long (it is away, or a laptop asleep
 # holds up the relay), the host keeps only the newest SPOOL_KEEP_BYTES of each
 # stream. A kernel that is reading, however slowly, loses nothing: so this is
-# well past what an acknowledgement can take on a loaded host (a side command
-# can be starved of CPU for seconds by the very output it acknowledges).
+# well past what an acknowledgement can take on a loaded host (its line waits
+# behind the cell input sent before it, and for a CPU busy with the output).
 SPOOL_STALL_SECONDS = 10
 SPOOL_KEEP_BYTES = 16 << 20
 # A dead kernel is not a dropped network: its host closes the connection at
@@ -117,7 +119,7 @@ class DurableShell(ChannelShell):
         self._remote_pid: int | None = None
         # Bytes of each spooled stream delivered so far: where a relay resumes.
         self._offsets = {"stdout": 0, "stderr": 0}
-        self._next_ack = 0.0  # when the next _drop_received may run
+        self._next_ack = 0.0  # when the next _acknowledge_received may run
         self._heartbeat: threading.Thread | None = None  # a session not named: see _beat
         self._ack_pending = False  # one is scheduled
 
@@ -184,7 +186,7 @@ class DurableShell(ChannelShell):
         channel = self._channels.open(command(
             "sh", "-c", RELAY_SCRIPT, "shell_kernel", self._state_dir, str(self._remote_pid),
             headers.marker, str(self._offsets["stdout"]), str(self._offsets["stderr"]),
-            str(RELAY_SHELL_ENDED), str(RELAY_RESTART), self._bash_argv[0], HEARTBEAT,
+            str(RELAY_SHELL_ENDED), str(RELAY_RESTART), self._bash_argv[0], HEARTBEAT, ACK,
             str(HEARD_WITHIN), "0" if self._owner else str(REATTACH_GRACE), *owner))
         self._read(channel, lambda relay, stream, data: self._deliver(relay, headers, stream, data))
         if not self._owner and self._heartbeat is None:
@@ -239,7 +241,7 @@ class DurableShell(ChannelShell):
                 # At most one a SPOOL_ACK_INTERVAL, and one after the last output.
                 self._ack_pending = True
                 delay = max(0.0, self._next_ack - time.monotonic())
-                timer = threading.Timer(delay, self._drop_received)
+                timer = threading.Timer(delay, self._acknowledge_received)
                 timer.name, timer.daemon = "shell-kernel-spool-ack", True
                 timer.start()
 
@@ -260,7 +262,7 @@ class DurableShell(ChannelShell):
                 "kernel reads it. The output goes on after the gap; to keep all of it, send long "
                 "outputs to a file.\n").encode())
 
-    def _drop_received(self) -> None:
+    def _acknowledge_received(self) -> None:
         """Has the host delete the spool files this kernel has received in full,
         which also tells the host that this kernel is reading (see spool.sh)."""
         with self._output_lock:
@@ -268,9 +270,9 @@ class DurableShell(ChannelShell):
             self._next_ack = time.monotonic() + SPOOL_ACK_INTERVAL
             offsets = (self._offsets["stdout"], self._offsets["stderr"])
         try:
-            self._drop(offsets)
+            self._send_acknowledgement(offsets)
         except BackendError as err:
-            log.info("could not drop the received spool files: %s", err)
+            log.info("could not acknowledge the output received: %s", err)
 
     def received(self) -> tuple[int, int] | None:
         """A named session's stream offsets delivered so far (see _deliver)."""
@@ -278,15 +280,15 @@ class DurableShell(ChannelShell):
 
     def acknowledge(self, received: object) -> None:
         """A named session's: the host records where the next kernel resumes
-        (spool.sh drop writes `delivered`, if this kernel still owns it)."""
+        (relay.sh writes `delivered`, if this kernel still owns the session).
+        The line is on its way once sent: a kernel killed at once has the
+        host act on it all the same, as the relay reads its input to the end,
+        and the next kernel attaches only once that relay has ended."""
         if self._owner:
-            self._drop(received)
+            self._send_acknowledgement(received)
 
-    def _drop(self, offsets) -> None:
-        state = self._state_dir
-        self._side.run(RUN_INSTALLED, [  # launch.sh installed spool.sh there
-            f"{state}/spool.sh", "drop", f"{state}/out", str(offsets[0]), f"{state}/err",
-            str(offsets[1]), *([self._owner] if self._owner else [])], ACK_TIMEOUT)
+    def _send_acknowledgement(self, offsets) -> None:
+        self.send(f"{ACK} {offsets[0]} {offsets[1]}\n".encode())
 
     # -------------------------------------------------------------- the end
     def _ended(self, channel: Channel) -> None:
