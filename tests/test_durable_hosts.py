@@ -377,3 +377,22 @@ def test_stop_does_not_wait_for_a_sweep_of_other_users_sessions(host, tmp_path):
     assert execution.status == "error"
     assert time.monotonic() - started < 5.0
     assert len(list(tmpdir.glob("shell_kernel.other*"))) == 3000
+
+
+@pytest.mark.parametrize("older", [False, True], ids=["watchdog tells", "older session"])
+def test_a_relay_ends_with_its_shell_killed_outright(host, older):
+    """The relay looks at nothing: the watchdog, woken by the wrapper, tells it
+    that the shell ended. A session launched by an older shell_kernel has a
+    watchdog that does not (and no DIR/tells_relay): a relay attached to it
+    looks for the end itself. Either way the cell gets the shell's status."""
+    shaped = host()
+    kernel = shaped.kernel()
+    state, _ = remote_state(kernel)
+    if older:
+        (state / "tells_relay").unlink()
+        os.kill(int((state / "watchdog.pid").read_text().split()[0]), signal.SIGKILL)
+    # The connection drops (the kernel attaches a new relay), then the shell
+    # dies without a word (kill -9: the OOM killer): only its end tells.
+    execution = drop_connection_during(kernel, shaped.server, TICKS + "; kill -9 $$")
+    assert execution.stdout == TICKS_OUT, execution.stderr
+    assert execution.status == "error" and "137" in execution.errors[0]["evalue"], execution.errors
