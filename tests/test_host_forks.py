@@ -47,26 +47,30 @@ def assert_same_processes(before: dict[int, int], after: dict[int, int]) -> None
 NAMED = ["--session", "forks"]
 
 
-def started(shaped: Host, flags: list[str]) -> KernelHarness:
+def started(host, tmp_path: Path, flags: list[str]) -> tuple[Host, KernelHarness]:
+    """A host whose TMPDIR is the test's (a named session's directory goes
+    there), and a kernel of it, past its start."""
+    tmpdir = tmp_path / "remote-tmp"
+    tmpdir.mkdir()
+    shaped = host(TMPDIR=str(tmpdir))
     kernel = shaped.kernel(*flags)
     kernel.ok("true")
     time.sleep(6)  # past the start's own processes (the sweep, in the background)
-    return kernel
+    return shaped, kernel
 
 
-def stop_named(shaped: Host, kernel: KernelHarness) -> None:
+def stop_named(kernel: KernelHarness, tmp_path: Path) -> None:
     """A named session outlives its kernel: ended here."""
     kernel.shutdown()
-    stop_sessions(shaped.server.tmp_dir / f"shell_kernel-{UID}")
+    stop_sessions(tmp_path / "remote-tmp" / f"shell_kernel-{UID}")
 
 
 @pytest.mark.parametrize("flags", [[], NAMED], ids=["durable", "named"])
-def test_an_idle_durable_session_forks_nothing_on_its_host(host, flags):
+def test_an_idle_durable_session_forks_nothing_on_its_host(host, tmp_path, flags):
     """The shell, its spool copiers and watchdog, the relay (told by the
     watchdog when the shell ends, instead of looking every second) and the
     side shell start no process while no cell runs."""
-    shaped = host()
-    kernel = started(shaped, flags)
+    shaped, kernel = started(host, tmp_path, flags)
     before = host_processes(shaped.server)
     time.sleep(12)  # two of the watchdog's looks, and heartbeats, at least
     after = host_processes(shaped.server)
@@ -74,15 +78,14 @@ def test_an_idle_durable_session_forks_nothing_on_its_host(host, flags):
         assert_same_processes(before, after)
     finally:
         if flags:
-            stop_named(shaped, kernel)
+            stop_named(kernel, tmp_path)
 
 
 @pytest.mark.parametrize("flags", [[], NAMED], ids=["durable", "named"])
-def test_trivial_cells_fork_nothing_on_the_host(host, flags):
+def test_trivial_cells_fork_nothing_on_the_host(host, tmp_path, flags):
     """A cell that runs a builtin starts no process on the host, the
     acknowledgements of its output included (they go on the relay's input)."""
-    shaped = host()
-    kernel = started(shaped, flags)
+    shaped, kernel = started(host, tmp_path, flags)
     before = host_processes(shaped.server)
     for _ in range(20):
         assert kernel.ok("true") == ""
@@ -92,4 +95,4 @@ def test_trivial_cells_fork_nothing_on_the_host(host, flags):
         assert_same_processes(before, after)
     finally:
         if flags:
-            stop_named(shaped, kernel)
+            stop_named(kernel, tmp_path)
