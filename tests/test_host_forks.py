@@ -65,34 +65,34 @@ def stop_named(kernel: KernelHarness, tmp_path: Path) -> None:
     stop_sessions(tmp_path / "remote-tmp" / f"shell_kernel-{UID}")
 
 
-@pytest.mark.parametrize("flags", [[], NAMED], ids=["durable", "named"])
-def test_an_idle_durable_session_forks_nothing_on_its_host(host, tmp_path, flags):
-    """The shell, its spool copiers and watchdog, the relay (told by the
-    watchdog when the shell ends, instead of looking every second) and the
-    side shell start no process while no cell runs."""
+def assert_forks_nothing(host, tmp_path: Path, flags: list[str], meanwhile) -> None:
+    """No process starts under the test sshd while meanwhile(kernel) runs."""
     shaped, kernel = started(host, tmp_path, flags)
     before = host_processes(shaped.server)
-    time.sleep(12)  # two of the watchdog's looks, and heartbeats, at least
+    meanwhile(kernel)
     after = host_processes(shaped.server)
     try:
         assert_same_processes(before, after)
     finally:
         if flags:
             stop_named(kernel, tmp_path)
+
+
+@pytest.mark.parametrize("flags", [[], NAMED], ids=["durable", "named"])
+def test_an_idle_durable_session_forks_nothing_on_its_host(host, tmp_path, flags):
+    """The shell, its spool copiers and watchdog, the relay (told by the
+    watchdog when the shell ends, instead of looking every second) and the
+    side shell start no process while no cell runs."""
+    # Two of the watchdog's looks, and heartbeats, at least.
+    assert_forks_nothing(host, tmp_path, flags, lambda kernel: time.sleep(12))
 
 
 @pytest.mark.parametrize("flags", [[], NAMED], ids=["durable", "named"])
 def test_trivial_cells_fork_nothing_on_the_host(host, tmp_path, flags):
     """A cell that runs a builtin starts no process on the host, the
     acknowledgements of its output included (they go on the relay's input)."""
-    shaped, kernel = started(host, tmp_path, flags)
-    before = host_processes(shaped.server)
-    for _ in range(20):
-        assert kernel.ok("true") == ""
-    time.sleep(3)  # an acknowledgement comes at most a second after the output
-    after = host_processes(shaped.server)
-    try:
-        assert_same_processes(before, after)
-    finally:
-        if flags:
-            stop_named(kernel, tmp_path)
+    def cells(kernel):
+        for _ in range(20):
+            assert kernel.ok("true") == ""
+        time.sleep(3)  # an acknowledgement comes at most a second after the output
+    assert_forks_nothing(host, tmp_path, flags, cells)
