@@ -11,41 +11,30 @@ import time
 
 import pytest
 
-from named_support import stop_sessions
+from named_support import host  # noqa: F401 - the fixture
 from shell_kernel import threads
 from shell_kernel.config import KernelConfig
 from shell_kernel.session import ShellSession
-from shell_kernel.testing.sshd import SSHServer, setenv_config
 
 KINDS = {
     threads.LOCAL: {},
     threads.LOCAL_NAMED: {"session": "threads-local"},
-    threads.SSH: {"ssh": "threadhost"},
-    threads.SSH_EPHEMERAL: {"ssh": "threadhost", "ephemeral": True},
-    threads.SSH_NAMED: {"ssh": "threadhost", "session": "threads-ssh"},
+    threads.SSH: {"ssh": "testhost"},
+    threads.SSH_EPHEMERAL: {"ssh": "testhost", "ephemeral": True},
+    threads.SSH_NAMED: {"ssh": "testhost", "session": "threads-ssh"},
 }
 
 
 @pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    root = tmp_path_factory.mktemp("threads")
-    sessions = root / "host-tmp"
-    sessions.mkdir()
-    server = SSHServer(root / "sshd", name="threads-sshd",
-                       extra_config=setenv_config({"TMPDIR": str(sessions)}))
-    server.start()
-    config = server.write_ssh_config(root / "ssh_config", alias="threadhost")
+def sessions_tmp(host):
+    """The local named session's TMPDIR is the test host's: its stop ends both."""
     old = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(sessions)  # the local named session's too
-    try:
-        yield config
-    finally:
-        if old is None:
-            del os.environ["TMPDIR"]
-        else:
-            os.environ["TMPDIR"] = old
-        stop_sessions(sessions / f"shell_kernel-{os.getuid()}")
-        server.stop()
+    os.environ["TMPDIR"] = str(host.sessions_dir.parent)
+    yield
+    if old is None:
+        del os.environ["TMPDIR"]
+    else:
+        os.environ["TMPDIR"] = old
 
 
 @pytest.fixture
@@ -63,8 +52,8 @@ def started(monkeypatch):
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_a_session_starts_the_threads_the_table_gives(kind, host, started):
-    config = KernelConfig(ssh_config=str(host), **KINDS[kind])
+def test_a_session_starts_the_threads_the_table_gives(kind, host, sessions_tmp, started):
+    config = KernelConfig(ssh_config=str(host.ssh_config), **KINDS[kind])
     session = ShellSession(config.backend_factory(), lambda stream, text: None,
                            config.session_options())
     try:
