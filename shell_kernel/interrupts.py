@@ -5,7 +5,7 @@ shell first (an interactive bash abandons the command line and keeps its
 state); then SIGTERM and SIGKILL to what is left of the cell's process tree;
 and if the shell still does not come back (it ignores SIGINT), it is
 replaced. Everything here runs on the interrupt thread (one per interrupt,
-"shell-kernel-interrupt", started by ShellSession.interrupt) and reaches the
+"shell-kernel-interrupt", started by the session's pump) and reaches the
 host only through the backend's side command; it writes no session state,
 and tells the session what happened through the Interrupter's callbacks.
 """
@@ -180,23 +180,26 @@ class Shell(Protocol):
 class Interrupter:
     """Interrupts running cells, each on a thread of its own (run(cell)).
 
-    cell: the session's RunningCell (seq, generation, catch_up, done).
-    closing(): the session is shutting down. report(cell, result): the
-    outcome, when the session must act on it (the shell is to be replaced,
-    or the host is out of reach). suspect(cell): a side channel failed on a
-    live connection, to be treated as a dropped one (the session then
-    reconnects). finished(cell): this interrupt is over.
+    cell: the session's RunningCell (seq, generation, catch_up, done,
+    shell_ended). closing(): the session is shutting down. report(cell,
+    result): the outcome, when the session must act on it (the shell is to
+    be replaced, or the host is out of reach). suspect(cell): a side channel
+    failed on a live connection, to be treated as a dropped one (the session
+    then reconnects). repeated(cell): the cell's post line was sent again
+    (or could not be). finished(cell): this interrupt is over.
     """
 
     def __init__(self, shell: Shell, grace: float, reattach_timeout: float,
                  closing: Callable[[], bool], report: Callable[[object, EscalationResult], None],
-                 suspect: Callable[[object], None], finished: Callable[[object], None]):
+                 suspect: Callable[[object], None], repeated: Callable[[object], None],
+                 finished: Callable[[object], None]):
         self._shell = shell
         self._grace = grace
         self._reattach_timeout = reattach_timeout
         self._closing = closing
         self._report = report
         self._suspect = suspect
+        self._repeated = repeated
         self._finished = finished
 
     def run(self, cell) -> None:
@@ -227,10 +230,17 @@ class Interrupter:
     def _escalate(self, cell) -> EscalationResult:
         attachments = self._shell.attachments
         backend, reaper = self._shell.backend, self._shell.reaper()
-        resend = protocol.post_line(cell.seq) + (
+        line = protocol.post_line(cell.seq) + (
             protocol.barrier_line(cell.catch_up) if cell.catch_up else b"")
-        result = Escalation(reaper, cell.seq, lambda: backend.send(resend),
-                            cell.shell_ended.wait, self._grace).run()
+
+        def resend_post() -> None:
+            try:
+                backend.send(line)
+            finally:
+                self._repeated(cell)
+
+        result = Escalation(reaper, cell.seq, resend_post, cell.shell_ended.wait,
+                            self._grace).run()
         if result.outcome is Outcome.UNREACHABLE and self._shell.can_reattach \
                 and self._wait_reattached(cell, attachments):
             # The same shell, through a new connection: interrupt it now.

@@ -42,10 +42,12 @@ THREADS = (
                "SSH or named one at once)",
                "the caller's part of the session until the start is over"),
     ThreadKind("shell-kernel-pump", SESSIONS,
-               "session/pump.py: every event in order",
-               "decoders, screen clears, coalescer, acknowledgements, the running cell's "
-               "progress and prompts, a query's reply, the start's answer; sets a cell's done "
-               "event (so does close()); marks the shell lost; starts the reattach thread"),
+               "session/pump.py: every event and request in order, until close()'s Closing",
+               "decoders, screen clears, coalescer, acknowledgements, the running cell from "
+               "the caller's CellBegun until it is done (progress, prompts, interrupt), a "
+               "query's reply, the self-close answer, the start's answer; the only thread "
+               "that ends a cell; marks the shell lost; starts the interrupt and reattach "
+               "threads"),
     ThreadKind("shell-kernel-local-reader", (LOCAL, LOCAL_NAMED),
                "the local shell's pipes, or a local named session's relay: "
                "Keeper.on_output (frame scanning), then push",
@@ -61,8 +63,10 @@ THREADS = (
                "the prompt terminal on the SSH host",
                "pushes the prompt watcher's frames"),
     ThreadKind("shell-kernel-interrupt", SESSIONS,
-               "interrupts.Interrupter: an Escalation (SIGINT, SIGTERM, SIGKILL, replace)",
-               "the cell's escalating flag; pushes its outcome", INTERRUPT),
+               "interrupts.Interrupter, started by the pump: an Escalation (SIGINT, SIGTERM, "
+               "SIGKILL, replace)",
+               "nothing of the session; pushes the post line's repeat, its outcome and its "
+               "end", INTERRUPT),
     ThreadKind("shell-kernel-reattach", (LOCAL_NAMED, SSH, SSH_NAMED),
                "Keeper.reattach with backoff",
                "brings the shell back (up, lost, attachments under the keeper's lock); "

@@ -17,16 +17,23 @@ the kinds of session that start it, what it runs and owns), checked against
 the code and against the threads sessions really start. The caller (the
 kernel's shell handler, "shell-kernel-start" for the first start, or a fleet
 worker) runs ShellSession.start, run, query and close, serialised by the run
-lock; close takes it only to ask an idle shell to end itself. While it sends
-a cell's lines (the cell's `sending` flag), a lost connection is its to mend:
-the pump only records it (lost_unsent), and the caller reconnects and sends
-again if none of the lines went, or starts the reattach thread if they did.
-The pump is the only thread that sets a cell's done event, except close().
+lock; close takes it only to ask an idle shell to end itself.
 
-The keeper's up/lost/attachments change together under its liveness lock:
-lost by the pump, cleared by whichever thread brings the shell back (the
-caller's restart, the reattach thread). The events' closed flag is set once,
-by close(). All of these may be read anywhere.
+The pump owns the running session: the caller hands it a cell (CellBegun)
+and waits on the cell's done event and inbox (prompts to answer), a query
+waits on its future; an interrupt, the caller's answers and close() are
+requests on the same queue as the backend's events, so the pump sees them
+in the order they happened. While the caller sends a cell's lines, a lost
+connection is the caller's to mend: the pump records it (lost_unsent), and
+the caller reconnects and sends again if none of the lines went
+(LossMended), or the pump starts the reattach thread once the caller says
+they went (CellSent).
+
+Still outside the queue: the keeper's current shell (backend, generation,
+scanners, noise under its shell lock; up/lost/attachments under its
+liveness lock), which the caller replaces on start and restart and the
+reattach thread on reattach, and the start's answer, which the pump writes
+and the caller waits for (keeper.ready).
 """
 
 from .core import ShellSession

@@ -34,8 +34,7 @@ def catch_up(attached: Attached, keeper: Keeper, events: EventQueue, sink: Sink,
     except BackendError as err:
         cell.not_sent = True
         events.push(CellLost(cell.generation, ShellExit(str(err), connection_lost=True)))
-    while not cell.done.wait(0.5):
-        pass
+    cell.done.wait()
     finish(cell)
     if cell.lost is None and cell.status is not None:
         sink("stderr", catch_up_end(attached, cell.status))

@@ -22,8 +22,8 @@ _UNSET = "\0unset"  # not a path: the shell's descriptor is not set up yet
 
 
 class CellInput:
-    def __init__(self, lock: threading.Condition):
-        self._lock = lock  # the session's condition: the pump reads the terminal too
+    def __init__(self):
+        self._lock = threading.Lock()  # the pump reads the terminal too
         self._terminal: InputTerminal | None = None
         self._points_at: str | None = _UNSET  # what the shell's cells read now (caller)
         self._read = False  # a cell read the terminal: reset its modes (the pump sets it)

@@ -1,7 +1,9 @@
 """ShellSession: the session's API, on its caller's thread (the kernel's
 request handler, the launch thread, a fleet worker): start, run, query,
-interrupt, close. The run lock serialises start, run and query; the
-package docstring has the threads and what each owns.
+interrupt, close. The run lock serialises start, run and query. What a
+cell, a query, an interrupt or close needs of the running session goes to
+the pump as a request (events.py), answered through the cell's done event
+and inbox or the query's future; the package docstring has the threads.
 """
 
 from __future__ import annotations
@@ -9,16 +11,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future, TimeoutError as FutureTimeout
 from typing import Callable
 
 from .. import prompts, protocol
 from ..backends import Backend, BackendError, NotSent, SessionGone, ShellExit
 from ..failure import failed_command
-from ..interrupts import EscalationResult, Interrupter
+from ..interrupts import Interrupter
 from ..output import DisplaySink, OutputLimit, Sink
 from ..prompts import InputTerminal, Prompt
 from .catch_up import catch_up
-from .events import CellLost, Escalated, EventQueue, Exited
+from .events import (CellBegun, CellLost, CellSent, Closing, Escalated, EventQueue, Exited,
+                     InterruptAsked, InterruptOver, LossMended, PostRepeated, PromptAnswered,
+                     QueryAsked)
 from .keeper import Keeper
 from .pump import Pump
 from .types import CellRecord, Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
@@ -28,6 +33,8 @@ log = logging.getLogger("shell_kernel.session")
 #: How long a send that found the connection gone waits for the backend's
 #: report of the loss, before reconnecting.
 LOSS_SEEN_S = 5.0
+#: How long close() waits for the pump to handle its Closing request.
+CLOSE_JOIN_S = 5.0
 
 
 class ShellSession:
@@ -48,16 +55,20 @@ class ShellSession:
         self._seq = 0
         self._query_seq = 0
         self._events = EventQueue()
-        self._cond = self._events.cond
         self._keeper = Keeper(backend_factory, self.options, self._events,
                               lambda text: self._sink("stderr", text),
                               lambda: self._pump.terminal_opened())
-        self._interrupter = Interrupter(
+        events = self._events
+        interrupter = Interrupter(
             self._keeper, self.options.interrupt_grace, self.options.reattach_timeout,
-            closing=lambda: self._events.closed, report=self._escalated,
-            suspect=self._connection_suspect, finished=self._interrupt_over)
+            closing=lambda: events.closed,
+            report=lambda cell, result: events.push(Escalated(cell.generation, cell.seq, result)),
+            suspect=lambda cell: events.push(Exited(cell.generation, ShellExit(
+                "the side channel failed", connection_lost=True))),
+            repeated=lambda cell: events.push(PostRepeated(cell.generation, cell.seq)),
+            finished=lambda cell: events.push(InterruptOver(cell.generation, cell.seq)))
         self._pump = Pump(self._events, self._keeper, self.options, sink, display_sink,
-                          clear_sink, self.interrupt)
+                          clear_sink, interrupter)
 
     # ----------------------------------------------------------------- start
     @property
@@ -153,12 +164,7 @@ class ShellSession:
             self._events.push(CellLost(cell.generation, ShellExit(
                 str(error), connection_lost=keeper.can_reattach)))
             break
-        with self._cond:
-            cell.sending = False
-            lost = cell.lost_unsent
-        if lost is not None and not cell.not_sent and not self._events.closed:
-            # Lost once the lines had gone: the cell runs on at the far end.
-            keeper.reattach_in_background(cell.generation, lost)
+        self._events.push(CellSent(cell))
         return terminal
 
     def _reconnect(self, cell: RunningCell) -> bool:
@@ -166,51 +172,39 @@ class ShellSession:
         same shell is reachable again (reconnecting here, with the notices on
         the cell's stderr)."""
         keeper = self._keeper
-        deadline = time.monotonic() + LOSS_SEEN_S
-        while keeper.up.is_set():  # until the pump has the backend's report of the loss
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.02)
+        if not keeper.down.wait(LOSS_SEEN_S):  # the pump has the backend's report of the loss
+            return False
         try:
             keeper.reattach(lambda text: self._sink("stderr", text))
         except (SessionGone, SessionError) as err:
             log.info("could not reconnect before cell %d: %s", cell.seq, err)
             return False
-        with self._cond:
-            cell.lost_unsent = None
+        self._events.push(LossMended(cell))
         return True
 
     def _begin(self, seq: int, **fields) -> RunningCell:
-        """The running cell, for the pump to follow."""
-        with self._cond:
-            cell = RunningCell(seq, self._keeper.generation,
-                               OutputLimit(self.options.output_limit, self.options.spill_dir),
-                               **fields)
-            self._pump.cell = cell
+        """The running cell, handed to the pump to follow."""
+        cell = RunningCell(seq, self._keeper.generation,
+                           OutputLimit(self.options.output_limit, self.options.spill_dir),
+                           **fields)
+        self._events.push(CellBegun(cell))
         return cell
 
     def _finish(self, cell: RunningCell) -> None:
-        with self._cond:
-            self._pump.cell = None
         cell.limit.close()
 
     def _wait_answering(self, cell: RunningCell, terminal: InputTerminal | None) -> None:
         """Wait for the cell to end, answering its prompts on the way."""
-        while not cell.done.is_set():
-            cell.wake.wait(0.5)
-            with self._cond:
-                cell.wake.clear()
-                prompt = cell.prompt
-            if prompt is None or cell.done.is_set():
+        while (prompt := cell.inbox.get()) is not None:
+            answer = cell.ask(prompt) if not prompt.over.is_set() else None
+            if prompt.over.is_set() or terminal is None:
+                self._events.push(PromptAnswered(cell, prompt, ""))
                 continue
-            answer = cell.ask(prompt)
-            if not prompt.over.is_set() and terminal is not None:
-                prompt.answered = "eof" if prompts.is_eof(answer) else "line"
-                terminal.answer(answer, prompt.keys)
+            # Told first: what the answer makes the cell print comes after it.
+            self._events.push(PromptAnswered(cell, prompt,
+                                             "eof" if prompts.is_eof(answer) else "line"))
+            terminal.answer(answer, prompt.keys)
             del answer  # perhaps a password: not kept
-            with self._cond:
-                cell.prompt = None
-                self._cond.notify_all()  # the pump may ask the next question
 
     def _result(self, cell: RunningCell) -> CellRecord:
         duration = time.monotonic() - cell.started
@@ -243,15 +237,14 @@ class ShellSession:
             if not keeper.up.is_set() or self._events.closed:
                 return None
             self._query_seq += 1
-            seq = self._query_seq
-            self._pump.reply_ready.clear()
-            keeper.backend.send(protocol.query_line(seq, what, text))
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and keeper.up.is_set():
-                if self._pump.reply_ready.wait(0.1):
-                    reply = self._pump.reply
-                    if reply and reply[0] == seq:
-                        return reply[1].decode("utf-8", "replace")
+            reply: Future = Future()
+            self._events.push(QueryAsked(self._query_seq, reply))
+            keeper.backend.send(protocol.query_line(self._query_seq, what, text))
+            try:
+                answer = reply.result(timeout)
+                return None if answer is None else answer.decode("utf-8", "replace")
+            except FutureTimeout:
+                pass
             log.warning("query %s got no answer within %g s; interrupting it", what, timeout)
             reaper = keeper.reaper()
             if reaper is not None:
@@ -266,26 +259,7 @@ class ShellSession:
     # ------------------------------------------------------------ interrupts
     def interrupt(self) -> None:
         """Ctrl-C for the running cell; harmless when idle. Returns at once."""
-        with self._cond:
-            cell = self._pump.cell
-            log.debug("interrupt requested; running cell: %s", cell and cell.seq)
-            if cell is None or cell.escalating or cell.done.is_set():
-                return
-            cell.escalating = True
-            cell.interrupted = True
-        threading.Thread(target=self._interrupter.run, args=(cell,),
-                         name="shell-kernel-interrupt", daemon=True).start()
-
-    def _escalated(self, cell: RunningCell, result: EscalationResult) -> None:
-        self._events.push(Escalated(cell.generation, cell.seq, result))
-
-    def _connection_suspect(self, cell: RunningCell) -> None:
-        self._events.push(Exited(cell.generation, ShellExit(
-            "the side channel failed", connection_lost=True)))
-
-    def _interrupt_over(self, cell: RunningCell) -> None:
-        with self._cond:
-            cell.escalating = False
+        self._events.push(InterruptAsked())
 
     # -------------------------------------------------------------- shutdown
     def close(self) -> None:
@@ -293,14 +267,10 @@ class ShellSession:
         (but a named session's shell stays, for the next kernel)."""
         self._events.close()
         keeper = self._keeper
-        keeper.clean_up(self._run_lock)
-        with self._cond:
-            cell = self._pump.cell
-            if cell is not None and not cell.done.is_set():
-                if keeper.outlives_kernel:
-                    cell.detached = True  # the named session's shell runs it on
-                else:  # the pump may be gone before the shell's end reaches it
-                    cell.lost = ShellExit("the kernel is shutting down")
-                cell.done.set()
-            self._cond.notify_all()
-        self._pump.thread.join(timeout=2)
+        try:
+            keeper.clean_up(self._run_lock)
+        finally:
+            self._events.push(Closing(detach=keeper.outlives_kernel))
+        self._pump.thread.join(timeout=CLOSE_JOIN_S)
+        if self._pump.thread.is_alive():
+            log.warning("the pump did not end within %g s of the close", CLOSE_JOIN_S)

@@ -1,10 +1,11 @@
-"""What the backend's threads, the reattach thread and the interrupt thread
-tell the pump, and the queue that carries it.
+"""What the other threads tell the pump, and the queue that carries it.
 
-Every event carries the generation of the shell it is about: the pump drops
-events of a replaced shell. The queue's condition is also the lock of the
-few fields that the caller and the pump share (the running cell, the
-current shell's scanners and terminal: see the package docstring).
+Two kinds: events about the shell (from the backend's readers, the
+reattach thread, the interrupt thread), each with the generation of the
+shell it is about, so that the pump drops those of a replaced shell; and
+requests (from the caller, the kernel's interrupt, close), which are about
+the session whatever its shell. The pump answers a request through what
+the request carries (a cell's events and inbox, a query's future).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import collections
 import threading
 import time
 from dataclasses import dataclass
+from concurrent.futures import Future
 from typing import Callable, Union
 
 from .. import protocol
 from ..backends import ShellExit
 from ..interrupts import EscalationResult
+from ..prompts import Prompt
+from .types import RunningCell
 
 # Reader threads block once this much output waits for the pump: the shell
 # then blocks on its pipe, so memory stays bounded whatever a cell prints.
@@ -68,7 +72,83 @@ class Escalated:
     result: EscalationResult
 
 
-Event = Union[Output, FrameSeen, Notice, Exited, CellLost, Escalated]
+@dataclass(frozen=True)
+class PostRepeated:
+    """The interrupt thread sent the cell's post line again (or could not):
+    the cell may end once its end frames came too (see Pump._shell_done)."""
+    generation: int
+    seq: int
+
+
+@dataclass(frozen=True)
+class InterruptOver:
+    """The interrupt thread is done with this cell: a later interrupt may try again."""
+    generation: int
+    seq: int
+
+
+ShellEvent = Union[Output, FrameSeen, Notice, Exited, CellLost, Escalated, PostRepeated,
+                   InterruptOver]
+
+
+@dataclass(frozen=True)
+class CellBegun:
+    """The caller is about to send this cell's lines: the pump follows it."""
+    cell: RunningCell
+
+
+@dataclass(frozen=True)
+class CellSent:
+    """The caller is done sending the cell's lines (they went, or not)."""
+    cell: RunningCell
+
+
+@dataclass(frozen=True)
+class LossMended:
+    """The caller reconnected the cell's shell before any of its lines went."""
+    cell: RunningCell
+
+
+@dataclass(frozen=True)
+class PromptAnswered:
+    """The caller is about to write an answer ("line", "eof") to the prompt
+    terminal, or ("") gives the question up (it was over)."""
+    cell: RunningCell
+    prompt: Prompt
+    answered: str
+
+
+@dataclass(frozen=True)
+class QueryAsked:
+    """The caller sends query seq next: the pump resolves the future with
+    the reply's bytes, or None once the shell is lost."""
+    seq: int
+    reply: Future
+
+
+@dataclass(frozen=True)
+class SelfCloseAsked:
+    """close() asks the idle shell to end itself next: the pump sets answered
+    when the shell ended, or declined with the barrier of this nonce."""
+    nonce: str
+    answered: threading.Event
+
+
+@dataclass(frozen=True)
+class InterruptAsked:
+    """Ctrl-C for the running cell (harmless when idle)."""
+
+
+@dataclass(frozen=True)
+class Closing:
+    """The session is closing and its clean-up is over: the last request.
+    The running cell, if any, is left to its named session or lost."""
+    detach: bool
+
+
+Request = Union[CellBegun, CellSent, LossMended, PromptAnswered, QueryAsked, SelfCloseAsked,
+                InterruptAsked, Closing]
+Event = Union[ShellEvent, Request]
 
 
 class EventQueue:
@@ -76,41 +156,38 @@ class EventQueue:
     more than MAX_QUEUED_BYTES of output wait (back-pressure on the readers)."""
 
     def __init__(self):
-        self.cond = threading.Condition()
+        self._cond = threading.Condition()
         self._events: collections.deque = collections.deque()
         self._queued = 0
-        #: Set once, by close(): push() stops blocking, and the pump ends
-        #: once the queue is empty.
+        #: Set once, by close(): push() stops blocking (the pump ends with
+        #: the Closing request, which close() makes last).
         self.closed = False
 
     def push(self, event: Event, size: int = 0) -> None:
-        with self.cond:
+        with self._cond:
             while self._queued > MAX_QUEUED_BYTES and not self.closed:
-                self.cond.wait(0.5)
+                self._cond.wait(0.5)
             self._events.append(event)
             self._queued += size
-            self.cond.notify_all()
+            self._cond.notify_all()
 
     def close(self) -> None:
-        """No notify: a pump waiting for an event keeps waiting for the next one
-        (a shell asked to end itself answers with one); ShellSession.close
-        wakes it at the end."""
-        self.closed = True
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()  # a reader blocked by back-pressure goes on
 
-    def take(self, deadline: Callable[[], float | None]) -> list[Event] | None:
+    def take(self, deadline: Callable[[], float | None]) -> list[Event]:
         """The events queued, waiting for one until deadline() (a monotonic
-        time, None: no limit; evaluated under the condition): [] when the
-        deadline came first, None once closed and empty."""
-        with self.cond:
-            while not self._events and not self.closed:
+        time, None: no limit; evaluated by the pump, the only caller): []
+        when the deadline came first."""
+        with self._cond:
+            while not self._events:
                 due = deadline()
                 timeout = None if due is None else max(0.0, due - time.monotonic())
-                if not self.cond.wait(timeout) and due is not None:
+                if not self._cond.wait(timeout) and due is not None:
                     break
-            if self.closed and not self._events:
-                return None
             events = list(self._events)
             self._events.clear()
             self._queued = 0
-            self.cond.notify_all()
+            self._cond.notify_all()
             return events

@@ -6,8 +6,8 @@ told when a shell is lost.
 Which thread writes what (the package docstring has the whole table):
 - the caller (holding the session's run lock), or the reattach thread for
   reattach(): backend, info, token, generation, scanners, noise,
-  start_notice, catch_up_due, last_cwd, the cell input; generation,
-  scanners and noise under the events' condition;
+  start_notice, catch_up_due, last_cwd, the cell input; backend,
+  generation, scanners and noise under _shell_lock (close reads them);
 - the pump: ready, ready_fields, startup_output (the start's answer);
 - up, lost and attachments (whether the shell is up, why not, how many
   reattaches) change only under _liveness: shell_lost() and shell_up()
@@ -31,7 +31,7 @@ from ..backends import (Attached, Backend, BackendError, BackendFault, Contained
 from ..interrupts import Reaper
 from ..startup import not_started
 from .cell_input import CellInput
-from .events import CellLost, EventQueue, Exited, FrameSeen, Notice, Output
+from .events import CellLost, EventQueue, Exited, FrameSeen, Notice, Output, SelfCloseAsked
 from .types import Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
 
 log = logging.getLogger("shell_kernel.session")
@@ -53,7 +53,10 @@ class Keeper:
         self._events = events
         self._say = say  # a line for the waiting cell's stderr
         self._terminal_opened = terminal_opened  # the pump holds partial lines from now on
-        self.input = CellInput(events.cond)
+        #: Guards backend, generation, scanners and noise: the caller
+        #: replaces them while close() and the pump read them.
+        self._shell_lock = threading.Lock()
+        self.input = CellInput()
         # the caller's (see the module docstring)
         self.backend: Contained | None = None
         self.info: ShellInfo | None = None
@@ -64,8 +67,6 @@ class Keeper:
         self.start_notice: str | None = None  # the backend's, for the next cell
         self.catch_up_due: Attached | None = None  # attached to a named session's shell
         self.last_cwd: str | None = None  # of the last cell: what a new shell restores
-        # close(): (nonce, set when the shell ended or declined to end itself)
-        self.self_close: tuple[str, threading.Event] | None = None
         # the pump's
         self.ready = threading.Event()
         self.ready_fields: dict = {}
@@ -73,6 +74,7 @@ class Keeper:
         # under _liveness
         self._liveness = threading.Lock()
         self.up = threading.Event()
+        self.down = threading.Event()  # the opposite of up, to wait for
         self.lost: ShellExit | None = None  # why the shell is gone, until replaced
         self.attachments = 0  # successful reattaches: an interrupt waits for the next
 
@@ -101,6 +103,7 @@ class Keeper:
             if self.lost is not None and not self.up.is_set():
                 return False
             self.up.clear()
+            self.down.set()
             self.lost = ended
             return True
 
@@ -112,14 +115,17 @@ class Keeper:
         """The shell answered its start (or was adopted), or it is given up."""
         with self._liveness:
             if up:
+                self.down.clear()
                 self.up.set()
             else:
                 self.up.clear()
+                self.down.set()
 
     def _reattached(self) -> None:
         with self._liveness:
             self.lost = None
             self.attachments += 1
+            self.down.clear()
             self.up.set()
 
     # -------------------------------------------------------------- start
@@ -130,7 +136,7 @@ class Keeper:
             backend = Contained(self._backend_factory())
         except Exception as err:  # noqa: BLE001 - e.g. an ssh config that cannot be used
             raise SessionError(f"Could not start the shell: {_as_text(err)}") from None
-        with self._events.cond:
+        with self._shell_lock:
             # Under the lock that clean_up reads self.backend under: a close
             # either finds this backend (and closes it, which ends its start)
             # or comes first, and the shell does not start.
@@ -169,7 +175,7 @@ class Keeper:
             raise SessionError(not_started(self.description, reason))
         ready: protocol.ReadyFrame = self.ready_fields["stdout"]
         self.info = ShellInfo(ready.pid or 0, ready.bash_version, ready.state_dir, ready.restored)
-        with self._events.cond:
+        with self._shell_lock:
             self.noise = protocol.TtyNoiseFilter(self.info.pid)
         log.info("shell ready: pid %s, bash %s, state dir %s",
                  self.info.pid, self.info.bash_version, self.info.state_dir)
@@ -181,7 +187,7 @@ class Keeper:
     def _adopt(self, attached: Attached) -> ShellInfo:
         """A named session's shell, set up by an earlier kernel: no output flows
         until the first cell, which catches up first (catch_up.py)."""
-        with self._events.cond:
+        with self._shell_lock:
             self.scanners = {name: protocol.FrameScanner(attached.token, name)
                              for name in protocol.STREAMS}
             self.noise = protocol.TtyNoiseFilter(attached.shell_pid)
@@ -368,7 +374,7 @@ class Keeper:
         directory (but a named session's shell stays), then release the backend.
         Called after the event queue closed; a start under way on another
         thread then fails (see start)."""
-        with self._events.cond:
+        with self._shell_lock:
             backend, reaper = self.backend, self.reaper()
         self.ready.set()  # a start waiting for its shell stops waiting
         if backend is None:
@@ -430,8 +436,7 @@ class Keeper:
             return False  # a cell is running: the reaper interrupts it too
         try:
             nonce, answered = secrets.token_hex(8), threading.Event()
-            with self._events.cond:
-                self.self_close = (nonce, answered)
+            self._events.push(SelfCloseAsked(nonce, answered))
             self.backend.send(protocol.close_line(nonce))
             answered.wait(SELF_CLOSE_TIMEOUT)
             return not self.up.is_set()

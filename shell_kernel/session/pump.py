@@ -1,13 +1,14 @@
 """The pump: the one thread ("shell-kernel-pump") that consumes the session's
-events, in order.
+events and requests, in order, until the Closing request.
 
 It owns the decoders, the screen clears, the coalescer and what the host is
-told was shown (Acknowledgements); the running cell's progress (output, end
-frames, status, lost/replaced, its prompts and their timing); a query's
-answer; and it is the only thread that sets a cell's done event, except
-ShellSession.close(). The caller sets `cell` under the events' condition;
-the pump reads the keeper's current shell (see keeper.py) and writes only
-its start answer (ready, ready_fields, startup_output) and, through
+told was shown (Acknowledgements); the running cell (from the caller's
+CellBegun on: its output, end frames, status, lost/replaced, its prompts
+and their timing, its interrupt); a query's answer; the self-close answer;
+and it is the only thread that ends a cell (sets its done event). It
+starts the interrupt and reattach threads, which report back as events.
+It reads the keeper's current shell (see keeper.py) and writes only its
+start answer (ready, ready_fields, startup_output) and, through
 shell_lost(), that the shell is gone.
 """
 
@@ -16,15 +17,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future
 from typing import Callable
 
 from .. import prompts, protocol
 from ..acknowledgements import Acknowledgements
 from ..backends import BackendError, ShellExit
-from ..interrupts import Outcome
+from ..interrupts import Interrupter, Outcome
 from ..output import TTY_TIE_SECONDS, Coalescer, DisplaySink, ScreenClears, Sink, StreamDecoder
 from ..prompts import Prompt
-from .events import CellLost, Escalated, Event, EventQueue, Exited, FrameSeen, Notice, Output
+from .events import (CellBegun, CellLost, CellSent, Closing, Escalated, Event, EventQueue, Exited,
+                     FrameSeen, InterruptAsked, InterruptOver, LossMended, Notice, Output,
+                     PostRepeated, PromptAnswered, QueryAsked, SelfCloseAsked)
 from .keeper import Keeper
 from .types import Options, RunningCell
 
@@ -37,19 +41,19 @@ log = logging.getLogger("shell_kernel.session")
 class Pump:
     def __init__(self, events: EventQueue, keeper: Keeper, options: Options, sink: Sink,
                  display_sink: DisplaySink | None, clear_sink: Callable[[], None] | None,
-                 interrupt: Callable[[], None]):
+                 interrupter: Interrupter):
         self._events = events
         self._keeper = keeper
         self._sink = sink
         self._display_sink = display_sink
         self._clear_sink = clear_sink  # the output printed a screen clear (`clear`)
-        self._interrupt = interrupt  # the session's: stops a cell whose program reads keys
-        #: The running cell: set and cleared by the caller under the events' condition.
+        self._interrupter = interrupter
+        #: The running cell, from its CellBegun until it is done.
         self.cell: RunningCell | None = None
         self._held_prompt: Prompt | None = None  # the coalescer holds output behind its text
-        #: A query's answer, (query seq, bytes), and the event set with it.
-        self.reply: tuple[int, bytes] | None = None
-        self.reply_ready = threading.Event()
+        self._query: tuple[int, Future] | None = None  # the query awaiting its reply
+        #: close(): (nonce, set when the shell ended or declined to end itself)
+        self._self_close: SelfCloseAsked | None = None
         self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
         self._clears = {name: ScreenClears() for name in protocol.STREAMS}
         self._shown = Acknowledgements(lambda mark: keeper.backend and keeper.backend.acknowledge(mark))
@@ -68,18 +72,16 @@ class Pump:
 
     def _run(self) -> None:
         while True:
-            events = self._events.take(self._deadline)
-            if events is None:
-                return
-            for event in events:
+            for event in self._events.take(self._deadline):
+                if isinstance(event, Closing):
+                    self._on_closing(event)
+                    return
                 try:
                     self._handle(event)
                 except Exception:  # noqa: BLE001 - the pump must outlive one bad event
                     log.exception("while handling %s", type(event).__name__)
-            cell = self.cell
-            if cell is not None and cell.settle_due is not None and not cell.done.is_set() \
-                    and time.monotonic() >= cell.settle_due:
-                self._end_cell(cell)
+            if self.cell is not None:
+                self._end_if_over(self.cell)  # a key-mode cell's settle time
             try:
                 self._settle_prompt()
                 self._prompt_if_due()
@@ -98,6 +100,8 @@ class Pump:
         handler = self._HANDLERS.get(type(event))
         if handler is None:
             log.error("bug: the pump got an unknown event %r", event)
+        elif not hasattr(event, "generation"):
+            handler(self, event)  # a request: about the session, whatever its shell
         elif event.generation == self._keeper.generation:
             self._shown.handled(getattr(event, "mark", None))
             handler(self, event)
@@ -118,6 +122,72 @@ class Pump:
         if cell is not None and not cell.done.is_set():
             self._finish_lost(cell, event.ended)
 
+    # -------------------------------------------------------------- requests
+    def _on_cell_begun(self, event: CellBegun) -> None:
+        self.cell = event.cell
+
+    def _on_cell_sent(self, event: CellSent) -> None:
+        cell = event.cell
+        cell.sending = False
+        lost = cell.lost_unsent
+        if lost is not None and not cell.not_sent and not cell.done.is_set() \
+                and not self._events.closed:
+            # Lost once the lines had gone: the cell runs on at the far end.
+            self._keeper.reattach_in_background(cell.generation, lost)
+
+    def _on_loss_mended(self, event: LossMended) -> None:
+        event.cell.lost_unsent = None
+
+    def _on_query_asked(self, event: QueryAsked) -> None:
+        self._answer_query(None)  # an earlier query that timed out gets no answer now
+        self._query = (event.seq, event.reply)
+        if not self._keeper.up.is_set():
+            self._answer_query(None)
+
+    def _answer_query(self, reply: bytes | None, seq: int | None = None) -> None:
+        if self._query is not None and (seq is None or self._query[0] == seq):
+            self._query[1].set_result(reply)
+            self._query = None
+
+    def _on_self_close_asked(self, event: SelfCloseAsked) -> None:
+        self._self_close = event
+        if not self._keeper.up.is_set():
+            event.answered.set()
+
+    def _on_prompt_answered(self, event: PromptAnswered) -> None:
+        cell, prompt = event.cell, event.prompt
+        if cell is not self.cell or cell.prompt is not prompt:
+            return
+        if event.answered:
+            prompt.answered = event.answered
+        cell.prompt = None  # the next read may be asked now
+        self._settle_prompt()
+
+    def _on_interrupt_asked(self, event: InterruptAsked) -> None:
+        cell = self.cell
+        log.debug("interrupt requested; running cell: %s", cell and cell.seq)
+        if cell is not None:
+            self._interrupt(cell)
+
+    def _interrupt(self, cell: RunningCell) -> None:
+        if cell.escalating or cell.done.is_set():
+            return
+        cell.escalating = cell.interrupted = cell.post_repeat_due = True
+        threading.Thread(target=self._interrupter.run, args=(cell,),
+                         name="shell-kernel-interrupt", daemon=True).start()
+
+    def _on_post_repeated(self, event: PostRepeated) -> None:
+        cell = self.cell
+        if cell is not None and cell.seq == event.seq:
+            cell.post_repeat_due = False
+            self._end_if_over(cell)
+
+    def _on_interrupt_over(self, event: InterruptOver) -> None:
+        cell = self.cell
+        if cell is not None and cell.seq == event.seq:
+            cell.escalating = cell.post_repeat_due = False  # a later interrupt may try again
+            self._end_if_over(cell)
+
     def _on_escalated(self, event: Escalated) -> None:
         cell = self.cell
         if cell is None or cell.seq != event.seq or cell.done.is_set():
@@ -127,6 +197,19 @@ class Pump:
         else:
             cell.given_up = True
             self._finish_lost(cell, ShellExit(str(event.result.error)))
+
+    def _on_closing(self, event: Closing) -> None:
+        """The last request: a cell still running is left to its named
+        session's shell, or lost with the kernel."""
+        cell = self.cell
+        if cell is not None and not cell.done.is_set():
+            if event.detach:
+                cell.detached = True
+                self._end_cell(cell)
+            else:
+                self._finish_lost(cell, ShellExit("the kernel is shutting down"))
+        self._answer_query(None)
+        self._coalescer.flush()
 
     def _handle_data(self, stream: str, data: bytes) -> None:
         keeper = self._keeper
@@ -178,8 +261,7 @@ class Pump:
                     self._shown.before_showing()
                     self._display_sink(frame.mime, data, frame.display_id)
         elif isinstance(frame, protocol.ReplyFrame):
-            self.reply = (frame.seq, self._fetch(frame.payload) or b"")
-            self.reply_ready.set()
+            self._answer_query(self._fetch(frame.payload) or b"", frame.seq)
         elif isinstance(frame, protocol.BarrierFrame):
             self._on_barrier(frame)
         elif isinstance(frame, protocol.ReadyFrame):
@@ -212,9 +294,9 @@ class Pump:
             keeper.ready.set()
 
     def _on_barrier(self, frame: protocol.BarrierFrame) -> None:
-        self_close = self._keeper.self_close
-        if self_close is not None and frame.nonce == self_close[0]:
-            self_close[1].set()  # the shell declined to end itself
+        self_close = self._self_close
+        if self_close is not None and frame.nonce == self_close.nonce:
+            self_close.answered.set()  # the shell declined to end itself
             return
         cell = self.cell
         if cell is not None and frame.nonce.startswith(protocol.READ_MARK_PREFIX) and not cell.done.is_set():
@@ -223,12 +305,13 @@ class Pump:
         if cell is not None and cell.catch_up == frame.nonce and not cell.done.is_set():
             cell.barriers.add(frame.stream)
             if len(cell.barriers) == len(protocol.STREAMS):
-                self._end_cell(cell)
+                cell.shell_ended.set()
+                self._end_if_over(cell)
 
     def _on_end(self, frame: protocol.EndFrame) -> None:
         cell = self.cell
         if cell is None or frame.seq != cell.seq:
-            return  # the repeat of an earlier cell's end, after an interrupt
+            return  # the repeat of an ended cell's end, after an interrupt
         if frame.unread:
             log.error("cell %d: its end frame on %s could not be read: %s",
                       frame.seq, frame.stream, frame.unread)
@@ -249,23 +332,22 @@ class Pump:
                 # not always wait for a child that handles SIGINT, as top
                 # does): its last words ("\n" from top) must not reach the
                 # next cell. They come within moments; the cell ends then.
-                cell.shell_ended.set()
                 cell.settle_due = time.monotonic() + KEY_MODE_SETTLE_S
-            else:
-                self._end_cell(cell)
+            cell.shell_ended.set()
+            self._end_if_over(cell)
 
     def _on_exited(self, event: Exited) -> None:
         ended, keeper = event.ended, self._keeper
         if not keeper.shell_lost(ended):
             return  # already lost: a second report of the same end
-        if keeper.self_close is not None:
-            keeper.self_close[1].set()
-        with self._events.cond:
-            cell = self.cell
-            if (cell is not None and cell.sending and ended.connection_lost
-                    and keeper.can_reattach and keeper.ready.is_set()):
-                cell.lost_unsent = ended  # see ShellSession._send
-                return
+        if self._self_close is not None:
+            self._self_close.answered.set()
+        self._answer_query(None)
+        cell = self.cell
+        if (cell is not None and cell.sending and ended.connection_lost
+                and keeper.can_reattach and keeper.ready.is_set()):
+            cell.lost_unsent = ended  # see _on_cell_sent and ShellSession._send
+            return
         if (ended.connection_lost and keeper.can_reattach and not self._events.closed
                 and keeper.ready.is_set() and cell is not None and not cell.done.is_set()):
             # The shell and its cell carry on at the far end: get them back.
@@ -288,10 +370,28 @@ class Pump:
         Exited: _on_exited,
         CellLost: _on_cell_lost,
         Escalated: _on_escalated,
+        PostRepeated: _on_post_repeated,
+        InterruptOver: _on_interrupt_over,
+        CellBegun: _on_cell_begun,
+        CellSent: _on_cell_sent,
+        LossMended: _on_loss_mended,
+        PromptAnswered: _on_prompt_answered,
+        QueryAsked: _on_query_asked,
+        SelfCloseAsked: _on_self_close_asked,
+        InterruptAsked: _on_interrupt_asked,
     }
 
     def _finish_lost(self, cell: RunningCell, ended: ShellExit) -> None:
         cell.lost = ended
+        self._end_cell(cell)
+
+    def _end_if_over(self, cell: RunningCell) -> None:
+        """End a cell that the shell has ended, unless a key-mode cell's
+        settle time or its interrupt's repeat of the post line is still due."""
+        if cell.done.is_set() or not cell.shell_ended.is_set() or cell.post_repeat_due:
+            return
+        if cell.settle_due is not None and time.monotonic() < cell.settle_due:
+            return
         self._end_cell(cell)
 
     def _end_cell(self, cell: RunningCell) -> None:
@@ -302,9 +402,11 @@ class Pump:
         self._coalescer.flush()
         if cell.prompt is not None:
             cell.prompt.over.set()
+        if self.cell is cell:
+            self.cell = None  # its fields are the caller's from now on
         cell.shell_ended.set()
         cell.done.set()
-        cell.wake.set()
+        cell.inbox.put(None)
 
     # --------------------------------------------------------------- prompts
     def _on_reading(self, frame: protocol.ReadingFrame) -> None:
@@ -376,7 +478,7 @@ class Pump:
             self._coalescer.add("stderr", prompts.needs_terminal_notice(
                 prompts.asking_command(frame, info.pid if info else 0)))
             self._coalescer.flush()
-            self._interrupt()
+            self._interrupt(cell)
             return
         # The text may have gone out as output already (reported late): asked
         # anyway, it is the prompt's too; else it would be output twice.
@@ -386,7 +488,7 @@ class Pump:
         if cell.ask is not None:
             cell.prompt = self._held_prompt = prompt
             self._coalescer.hold_prompt(stream, text)
-            cell.wake.set()
+            cell.inbox.put(prompt)
             return
         self._coalescer.add(stream, text)
         if not cell.told_no_input:

@@ -1,9 +1,10 @@
 """The session's value types: its options, the per-cell record, the ready
 shell, its one error, and the running cell. No threads of their own; the
-RunningCell says which thread writes each of its fields."""
+RunningCell says whose its fields are when."""
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -73,7 +74,10 @@ class ShellInfo:
 
 @dataclass
 class RunningCell:
-    """A running cell. Its progress fields are the pump thread's."""
+    """A running cell. The caller makes it and hands it to the pump (the
+    CellBegun request); from then on its fields are the pump's, until done
+    is set, after which the pump leaves them alone and the caller reads
+    them. The caller sets not_sent before it tells the pump (CellLost)."""
     seq: int
     generation: int
     limit: OutputLimit
@@ -86,22 +90,27 @@ class RunningCell:
     replaced: bool = False
     given_up: bool = False  # the interrupt could not reach its processes
     not_sent: bool = False  # the cell never reached the shell
-    #: Its lines are being sent (caller): a connection lost meanwhile is the
-    #: caller's to mend (the pump records it in lost_unsent), not the pump's.
+    #: Its lines are being sent (until the CellSent request): a connection
+    #: lost meanwhile is recorded in lost_unsent, and mended once they went.
     sending: bool = False
     lost_unsent: ShellExit | None = None
     detached: bool = False  # close() left it running in a named session
     key_mode: bool = False  # stopped: a program of it reads keys (what it prints is not shown)
     lost: ShellExit | None = None
+    #: Set when the cell is over: the caller reads its fields from then on.
     done: threading.Event = field(default_factory=threading.Event)
     #: Set once the shell has ended the cell (its end frames came; or the
-    #: cell is done otherwise): a key-mode cell is done a moment after.
+    #: cell is done otherwise): a key-mode cell is done a moment after, an
+    #: interrupted one once its post line went again (see Pump._end_if_over).
     shell_ended: threading.Event = field(default_factory=threading.Event)
     #: When a key-mode cell that the shell ended is done (monotonic time).
     settle_due: float | None = None
-    # Set by interrupt() under the session's condition.
     interrupted: bool = False
-    escalating: bool = False
+    escalating: bool = False  # an interrupt thread works on it
+    #: The interrupt thread has yet to send the post line again: the next
+    #: cell must not go before it, or that cell's $? would be the abandoned
+    #: line's (1 on bash 3.2, 128 on 4.2) where 130 belongs.
+    post_repeat_due: bool = False
     #: A named session's cell that an earlier kernel sent (see catch_up.py):
     #: it ends when the barrier with this nonce has come back on both streams.
     catch_up: str | None = None
@@ -109,12 +118,13 @@ class RunningCell:
     #: Asks the user a Prompt and returns the answer (None: end-of-file);
     #: None when nobody can be asked (an automated run). The caller's thread.
     ask: Callable[[Prompt], "str | None"] | None = None
-    #: Reads reported by the terminal's watcher, each with when it was
-    #: reported; the pump's.
+    #: What the pump tells the waiting caller: a Prompt to answer, or None
+    #: once the cell is done.
+    inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    #: Reads reported by the terminal's watcher, each with when it was reported.
     reads: list = field(default_factory=list)
     #: The streams on which each read's mark came back (protocol.read_mark
-    #: nonce -> streams); the pump's.
+    #: nonce -> streams).
     read_marks: dict = field(default_factory=dict)
-    prompt: Prompt | None = None  # the open question, set by the pump, cleared by the caller
+    prompt: Prompt | None = None  # the open question, until the caller's PromptAnswered
     told_no_input: bool = False
-    wake: threading.Event = field(default_factory=threading.Event)  # done, or a prompt

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -52,8 +53,12 @@ class FakeShell(Backend):
     capabilities = Capabilities(description="fake")
 
     def __init__(self, pid: int = 4242, chunk: int | None = None,
-                 on_cell: Callable[[str], CellScript] | None = None, ignores_sigint: bool = False):
+                 on_cell: Callable[[str], CellScript] | None = None, ignores_sigint: bool = False,
+                 side_delay: float = 0.0):
         self.pid = pid
+        #: Every reap.sh call returns this long after it did its work, as on
+        #: a loaded host: what it made the shell print is on its way meanwhile.
+        self.side_delay = side_delay
         self.chunk = chunk  # deliver output in pieces of this many bytes
         self.on_cell = on_cell or (lambda source: CellScript())
         self.ignores_sigint = ignores_sigint
@@ -156,6 +161,7 @@ class FakeShell(Backend):
             self.end_cell(seq, 130)
         if mode == "all" and args[2] == str(self.pid):
             self.die(ShellExit("killed by SIGKILL", 137))
+        time.sleep(self.side_delay)
         return SideResult(0, "")
 
     def fetch(self, path: str) -> bytes:

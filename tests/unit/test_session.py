@@ -157,6 +157,22 @@ def test_interrupt_that_sigint_answers_goes_no_further(fake):
     assert h.out.text("stdout") == "started\n"
 
 
+def test_an_interrupted_cell_ends_only_after_its_post_line_went_again(fake):
+    """The end frames of an interrupted cell may come before the interrupt's
+    signal step returns (a loaded host): the cell must not end before the
+    post line went again, or the next cell would be sent first and its $?
+    be the abandoned line's (1 on bash 3.2) rather than 130."""
+    h = fake(on_cell=lambda src: CellScript([("stdout", b"started\n")], hang=True),
+             side_delay=0.5)
+    thread, box = h.run_in_thread("sleep 100")
+    h.wait_running()
+    h.session.interrupt()
+    result = h.finish(thread, box)
+    assert (result.exit_code, result.interrupted) == (130, True)
+    repeats = [line for line in h.backend.sent if line.startswith(b"__shell_kernel_rc=130 ")]
+    assert repeats, h.backend.sent[-3:]
+
+
 def test_interrupt_when_idle_is_harmless(fake):
     h = fake()
     h.session.interrupt()
@@ -261,7 +277,9 @@ def test_a_shell_seen_to_end_is_reaped_through_the_new_connection_if_the_old_one
     old = h.backend
     old.fail_next["side_command"] = BackendError("the SSH connection is gone")
     old.die(ShellExit("killed by SIGKILL", 137))
-    assert "A new shell was started" in h.session.run("true").shell_lost
+    assert h.session._keeper.down.wait(5)  # the session has seen it end
+    assert h.session.run("true").exit_code == 0
+    assert "A new shell was started" in h.out.text("stderr")
     assert len(h.backends) == 2 and old.side_args == []  # its reaper failed
     assert ["all", "-", "4242", "/fake-state"] in h.backend.side_args
     h.session.close()
