@@ -12,6 +12,7 @@ import time
 
 from harness import wait_until
 from shell_kernel.config import KernelConfig
+from shell_kernel import launch as launch_module
 from shell_kernel.launch import GO_ANYWAY_S, STOPPED_START_WAIT_S, ShellLaunch
 from shell_kernel.testing.processes import alive, children
 
@@ -36,15 +37,35 @@ def our_shells() -> set[int]:
     return {pid for pid in children(os.getpid()) if is_launched(pid)}
 
 
+def spawned_shells(before: set[int]) -> set[int]:
+    """The bash and the guard a launch has just spawned, known by their argv.
+    Both are there once ShellLaunch() returns, each past the point of its
+    exec that has no way back (Popen returns when it is told so, as the exec
+    closes the close-on-exec descriptors); Linux publishes the new argv in
+    /proc/PID/cmdline only later in that exec, as it sets up the new stack,
+    so a look at once can find a process with none yet."""
+    found: set[int] = set()
+
+    def both() -> bool:
+        found.clear()
+        found.update(our_shells() - before)
+        return len(found) >= 2
+    wait_until(both, timeout=10, interval=0.01)
+    return found
+
+
 def state_dirs() -> set[str]:
     return set(glob.glob(os.path.join(os.environ.get("TMPDIR") or "/tmp", "shell_kernel.*")))
 
 
-def test_the_session_adopts_the_shell_spawned_at_launch():
+def test_the_session_adopts_the_shell_spawned_at_launch(monkeypatch):
+    # Nothing asks for the shell until wait_started below, however slow the
+    # machine: the session is made then, not after GO_ANYWAY_S.
+    monkeypatch.setattr(launch_module, "GO_ANYWAY_S", 3600)
     before = our_shells()
     launch = ShellLaunch(config())
     try:
-        spawned = our_shells() - before  # at once, before anything asked for the shell
+        spawned = spawned_shells(before)  # before anything asked for the shell
         assert len(spawned) == 2, "the bash and its guard"
         assert launch.session is None  # not before the first reply (or GO_ANYWAY_S)
         assert launch.wait_started(30)  # asks for the shell: the session is made now
@@ -57,11 +78,15 @@ def test_the_session_adopts_the_shell_spawned_at_launch():
     assert wait_until(lambda: not our_shells() - before, timeout=10), our_shells() - before
 
 
-def test_a_launch_closed_before_its_session_was_made_leaves_nothing():
-    before, dirs = our_shells(), state_dirs()
+def test_a_launch_closed_before_its_session_was_made_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # other tests' sessions make state dirs too
+    monkeypatch.setattr(launch_module, "GO_ANYWAY_S", 3600)  # the session is not made meanwhile
+    before, dirs = set(children(os.getpid())), state_dirs()
     launch = ShellLaunch(config())
-    spawned = our_shells() - before
-    assert len(spawned) == 2
+    # At once, known by pid (their argv may not show yet: see spawned_shells):
+    # the bash, its guard and, unless it has ended, the version probe.
+    spawned = set(children(os.getpid())) - before
+    assert len(spawned) >= 2, "the bash and its guard"
     assert state_dirs() - dirs, "the shell's private directory was made before bash started"
     launch.close()  # the kernel shut down before its first kernel_info reply
     assert launch.session is None
