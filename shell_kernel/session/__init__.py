@@ -29,11 +29,11 @@ the caller reconnects and sends again if none of the lines went
 (LossMended), or the pump starts the reattach thread once the caller says
 they went (CellSent).
 
-Still outside the queue: the keeper's current shell (backend, generation,
-scanners, noise under its shell lock; up/lost/attachments under its
-liveness lock), which the caller replaces on start and restart and the
-reattach thread on reattach, and the start's answer, which the pump writes
-and the caller waits for (keeper.ready).
+A start too is a request (ShellStarting), whose future the pump resolves
+with the shell's ready frame or why it failed. Still outside the queue: the
+keeper's current shell (backend, generation, scanners, noise under its
+shell lock; up/lost/attachments under its liveness lock), which the caller
+replaces on start and restart and the reattach thread on reattach.
 """
 
 from .core import ShellSession

@@ -92,6 +92,21 @@ ShellEvent = Union[Output, FrameSeen, Notice, Exited, CellLost, Escalated, PostR
 
 
 @dataclass(frozen=True)
+class ShellStarting:
+    """The caller starts a shell (the keeper's current generation, from now
+    on): the pump resolves the future with its ready frame, why it failed
+    to start (a message), or None when the session closed meanwhile."""
+    answer: Future
+
+
+@dataclass(frozen=True)
+class StartEnded:
+    """The start is over without ready frames: a named session's shell was
+    adopted (it sends none), or close() began while a start waited, which
+    stops waiting (None)."""
+
+
+@dataclass(frozen=True)
 class CellBegun:
     """The caller is about to send this cell's lines: the pump follows it."""
     cell: RunningCell
@@ -146,8 +161,9 @@ class Closing:
     detach: bool
 
 
-Request = Union[CellBegun, CellSent, LossMended, PromptAnswered, QueryAsked, SelfCloseAsked,
-                InterruptAsked, Closing]
+REQUESTS = (ShellStarting, StartEnded, CellBegun, CellSent, LossMended, PromptAnswered,
+            QueryAsked, SelfCloseAsked, InterruptAsked, Closing)
+Request = Union[REQUESTS]
 Event = Union[ShellEvent, Request]
 
 

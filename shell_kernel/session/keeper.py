@@ -8,7 +8,7 @@ Which thread writes what (the package docstring has the whole table):
   reattach(): backend, info, token, generation, scanners, noise,
   start_notice, catch_up_due, last_cwd, the cell input; backend,
   generation, scanners and noise under _shell_lock (close reads them);
-- the pump: ready, ready_fields, startup_output (the start's answer);
+- the pump answers a start (ShellStarting's future);
 - up, lost and attachments (whether the shell is up, why not, how many
   reattaches) change only under _liveness: shell_lost() and shell_up()
   on its ready frame by the pump; set_lost(), shell_up() and the
@@ -23,6 +23,7 @@ import logging
 import secrets
 import threading
 import time
+from concurrent.futures import Future, TimeoutError as FutureTimeout
 from typing import Callable
 
 from .. import protocol
@@ -31,7 +32,8 @@ from ..backends import (Attached, Backend, BackendError, BackendFault, Contained
 from ..interrupts import Reaper
 from ..startup import not_started
 from .cell_input import CellInput
-from .events import CellLost, EventQueue, Exited, FrameSeen, Notice, Output, SelfCloseAsked
+from .events import (CellLost, EventQueue, Exited, FrameSeen, Notice, Output, SelfCloseAsked,
+                     ShellStarting, StartEnded)
 from .types import Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
 
 log = logging.getLogger("shell_kernel.session")
@@ -67,10 +69,6 @@ class Keeper:
         self.start_notice: str | None = None  # the backend's, for the next cell
         self.catch_up_due: Attached | None = None  # attached to a named session's shell
         self.last_cwd: str | None = None  # of the last cell: what a new shell restores
-        # the pump's
-        self.ready = threading.Event()
-        self.ready_fields: dict = {}
-        self.startup_output = b""
         # under _liveness
         self._liveness = threading.Lock()
         self.up = threading.Event()
@@ -146,13 +144,12 @@ class Keeper:
                 generation = self.generation
                 self.scanners = {name: protocol.FrameScanner(token, name) for name in protocol.STREAMS}
                 self.noise = None
-                self.ready.clear()
-                self.ready_fields = {}
-                self.startup_output = b""
                 self.backend = backend
         if shutting_down:
             backend.close()
             raise SessionError(SHUTTING_DOWN)
+        answer: Future = Future()
+        self._events.push(ShellStarting(answer))
         try:
             started = backend.start(lambda stream, data: self.on_output(generation, stream, data),
                                     lambda ended: self._events.push(Exited(generation, ended)))
@@ -166,14 +163,15 @@ class Keeper:
         except BackendError as err:
             self.discard_backend(backend)
             raise SessionError(f"Could not start the shell: {err}") from None
-        if not self.ready.wait(self.options.start_timeout) or not self.up.is_set():
-            if self._events.closed:  # clean_up woke this wait, and closes the backend
+        try:
+            ready = answer.result(self.options.start_timeout)
+        except FutureTimeout:
+            ready = f"no answer within {self.options.start_timeout:g} s"
+        if not isinstance(ready, protocol.ReadyFrame):
+            if self._events.closed:  # clean_up ended this wait, and closes the backend
                 raise SessionError(SHUTTING_DOWN)
-            reason = self.ready_fields.get("failed",
-                                           f"no answer within {self.options.start_timeout:g} s")
             self.discard_backend(backend)
-            raise SessionError(not_started(self.description, reason))
-        ready: protocol.ReadyFrame = self.ready_fields["stdout"]
+            raise SessionError(not_started(self.description, ready))
         self.info = ShellInfo(ready.pid or 0, ready.bash_version, ready.state_dir, ready.restored)
         with self._shell_lock:
             self.noise = protocol.TtyNoiseFilter(self.info.pid)
@@ -193,7 +191,7 @@ class Keeper:
             self.noise = protocol.TtyNoiseFilter(attached.shell_pid)
         self.info = ShellInfo(attached.shell_pid, attached.bash_version, attached.state_dir)
         self.catch_up_due = attached
-        self.ready.set()
+        self._events.push(StartEnded())  # its output is the catch-up's, not start-up noise
         self.shell_up()
         log.info("attached to session %s: pid %s, state dir %s", attached.name,
                  attached.shell_pid, attached.state_dir)
@@ -376,7 +374,7 @@ class Keeper:
         thread then fails (see start)."""
         with self._shell_lock:
             backend, reaper = self.backend, self.reaper()
-        self.ready.set()  # a start waiting for its shell stops waiting
+        self._events.push(StartEnded())  # a start waiting for its shell stops waiting
         if backend is None:
             return
         if reaper is not None and not self.outlives_kernel and not self._end_itself(run_lock):

@@ -7,9 +7,10 @@ CellBegun on: its output, end frames, status, lost/replaced, its prompts
 and their timing, its interrupt); a query's answer; the self-close answer;
 and it is the only thread that ends a cell (sets its done event). It
 starts the interrupt and reattach threads, which report back as events.
-It reads the keeper's current shell (see keeper.py) and writes only its
-start answer (ready, ready_fields, startup_output) and, through
-shell_lost(), that the shell is gone.
+It answers a shell's start (ShellStarting: its ready frames, or why it
+failed, with what it said meanwhile), reads the keeper's current shell
+(see keeper.py) and writes only, through shell_up() and shell_lost(),
+whether the shell is up.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import prompts, protocol
@@ -28,7 +30,8 @@ from ..output import TTY_TIE_SECONDS, Coalescer, DisplaySink, ScreenClears, Sink
 from ..prompts import Prompt
 from .events import (CellBegun, CellLost, CellSent, Closing, Escalated, Event, EventQueue, Exited,
                      FrameSeen, InterruptAsked, InterruptOver, LossMended, Notice, Output,
-                     PostRepeated, PromptAnswered, QueryAsked, SelfCloseAsked)
+                     PostRepeated, PromptAnswered, QueryAsked, REQUESTS, SelfCloseAsked,
+                     ShellStarting, StartEnded)
 from .keeper import Keeper
 from .types import Options, RunningCell
 
@@ -36,6 +39,14 @@ from .types import Options, RunningCell
 KEY_MODE_SETTLE_S = 0.5
 
 log = logging.getLogger("shell_kernel.session")
+
+
+@dataclass
+class _Start:
+    """A shell's start, until its ready frames come on both streams."""
+    answer: Future
+    frames: dict = field(default_factory=dict)
+    said: bytes = b""  # what it printed meanwhile (rc files)
 
 
 class Pump:
@@ -52,6 +63,7 @@ class Pump:
         self.cell: RunningCell | None = None
         self._held_prompt: Prompt | None = None  # the coalescer holds output behind its text
         self._query: tuple[int, Future] | None = None  # the query awaiting its reply
+        self._start: _Start | None = None  # the shell starting, until it answers
         #: close(): (nonce, set when the shell ended or declined to end itself)
         self._self_close: SelfCloseAsked | None = None
         self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
@@ -100,8 +112,8 @@ class Pump:
         handler = self._HANDLERS.get(type(event))
         if handler is None:
             log.error("bug: the pump got an unknown event %r", event)
-        elif not hasattr(event, "generation"):
-            handler(self, event)  # a request: about the session, whatever its shell
+        elif isinstance(event, REQUESTS):
+            handler(self, event)  # about the session, whatever its shell
         elif event.generation == self._keeper.generation:
             self._shown.handled(getattr(event, "mark", None))
             handler(self, event)
@@ -134,6 +146,19 @@ class Pump:
                 and not self._events.closed:
             # Lost once the lines had gone: the cell runs on at the far end.
             self._keeper.reattach_in_background(cell.generation, lost)
+
+    def _on_shell_starting(self, event: ShellStarting) -> None:
+        self._answer_start("it was replaced by another start")
+        self._start = _Start(event.answer)
+
+    def _on_start_ended(self, event: StartEnded) -> None:
+        self._answer_start(None)
+
+    def _answer_start(self, answer: protocol.ReadyFrame | str | None) -> None:
+        """The start's answer: its ready frame, why it failed, or None (closing)."""
+        if self._start is not None:
+            self._start.answer.set_result(answer)
+            self._start = None
 
     def _on_loss_mended(self, event: LossMended) -> None:
         event.cell.lost_unsent = None
@@ -209,13 +234,14 @@ class Pump:
             else:
                 self._finish_lost(cell, ShellExit("the kernel is shutting down"))
         self._answer_query(None)
+        self._answer_start(None)
         self._coalescer.flush()
 
     def _handle_data(self, stream: str, data: bytes) -> None:
         keeper = self._keeper
-        if not keeper.ready.is_set():
+        if self._start is not None:
             # rc-file noise: never shown, but kept briefly to explain a failed start.
-            keeper.startup_output = (keeper.startup_output + data)[-2000:]
+            self._start.said = (self._start.said + data)[-2000:]
             return
         if stream == "stderr" and keeper.noise is not None:
             data = keeper.noise.feed(data)
@@ -287,11 +313,13 @@ class Pump:
             return None
 
     def _on_ready(self, frame: protocol.ReadyFrame) -> None:
-        keeper = self._keeper
-        keeper.ready_fields[frame.stream] = frame
-        if "stdout" in keeper.ready_fields and "stderr" in keeper.ready_fields:
-            keeper.shell_up()
-            keeper.ready.set()
+        start = self._start
+        if start is None:
+            return
+        start.frames[frame.stream] = frame
+        if len(start.frames) == len(protocol.STREAMS):
+            self._keeper.shell_up()
+            self._answer_start(start.frames["stdout"])
 
     def _on_barrier(self, frame: protocol.BarrierFrame) -> None:
         self_close = self._self_close
@@ -343,20 +371,19 @@ class Pump:
         if self._self_close is not None:
             self._self_close.answered.set()
         self._answer_query(None)
+        if self._start is not None:
+            said = self._start.said.decode(errors="replace").strip()
+            self._answer_start(f"bash {ended.reason}" + (f"; it said: {said}" if said else ""))
+            return
         cell = self.cell
         if (cell is not None and cell.sending and ended.connection_lost
-                and keeper.can_reattach and keeper.ready.is_set()):
+                and keeper.can_reattach):
             cell.lost_unsent = ended  # see _on_cell_sent and ShellSession._send
             return
         if (ended.connection_lost and keeper.can_reattach and not self._events.closed
-                and keeper.ready.is_set() and cell is not None and not cell.done.is_set()):
+                and cell is not None and not cell.done.is_set()):
             # The shell and its cell carry on at the far end: get them back.
             keeper.reattach_in_background(event.generation, ended)
-            return
-        if not keeper.ready.is_set():
-            said = keeper.startup_output.decode(errors="replace").strip()
-            keeper.ready_fields["failed"] = f"bash {ended.reason}" + (f"; it said: {said}" if said else "")
-            keeper.ready.set()
             return
         for stream, scanner in keeper.scanners.items():
             self._handle_data(stream, scanner.flush())
@@ -372,6 +399,8 @@ class Pump:
         Escalated: _on_escalated,
         PostRepeated: _on_post_repeated,
         InterruptOver: _on_interrupt_over,
+        ShellStarting: _on_shell_starting,
+        StartEnded: _on_start_ended,
         CellBegun: _on_cell_begun,
         CellSent: _on_cell_sent,
         LossMended: _on_loss_mended,
