@@ -358,6 +358,40 @@ def test_reap_all_spares_a_process_that_took_a_gone_shells_pid(tmp_path, same_sh
         holder.wait()
 
 
+@pytest.mark.parametrize("jobs", [
+    # All in the session's own group: one that ignores SIGTERM, an orphan.
+    "sh -c 'trap \"\" TERM; sleep 1000.961' & (sleep 1000.962 &); sleep 1000.963 &",
+    # An orphaned job in a group of its own, a child in a session of its own.
+    "set -m; (sleep 1000.964 &); sleep 1000.965 & set +m; setsid sleep 1000.966 &",
+], ids=["one group", "groups of their own"])
+def test_reap_all_stops_every_process_of_the_session(tmp_path, jobs):
+    """reap.sh all ends the shell, its descendants and every member of its
+    session, however they are grouped (one group is signalled as a whole,
+    without listing the processes again), and removes the state directory."""
+    from shell_kernel.shell import script
+    reap = tmp_path / "reap.sh"
+    reap.write_text(script("reap.sh"))
+    holder = subprocess.Popen(["setsid", "bash", "-c", f"{jobs}\nwait"], preexec_fn=default_signals)
+    markers = [marker for marker in (f"1000.96{n}" for n in range(1, 7)) if marker in jobs]
+    state = tmp_path / "shell_kernel.XXXX"
+    state.mkdir(mode=0o700)
+    try:
+        assert wait_until(lambda: all(pids_matching(marker) for marker in markers), timeout=10)
+        (state / "shell.start").write_text(f"{holder.pid} {start_record(holder.pid, True)}\n")
+        done = subprocess.run(["sh", str(reap), "all", "-", str(holder.pid), str(state)],
+                              capture_output=True, text=True, timeout=20, check=True)
+        assert "left" not in done.stdout
+        holder.wait(timeout=10)
+        assert not state.exists()
+        for marker in markers:
+            assert wait_until(lambda: not pids_matching(marker), timeout=10), marker
+    finally:
+        kill_markers(*markers)
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait()
+
+
 @pytest.mark.parametrize("signal_name", ["INT", "TERM"])
 @pytest.mark.parametrize("same_shell", [True, False], ids=["same shell", "pid reused"])
 def test_reap_cell_signals_only_the_recorded_shells_tree(tmp_path, same_shell, signal_name):

@@ -131,11 +131,18 @@ pid_gone() {
 
 # running PID: PID is a process that has not ended. A zombie has: where
 # nothing reaps it (a container's init) it stays in the table for good.
+# Without a fork where /proc is read and the command name holds no newline
+# (as read_start): reap.sh asks it of every process it signalled.
 running() {
   if procfs; then
-    pid_stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-    pid_stat=${pid_stat##*) }
-    [ "${pid_stat%% *}" != Z ]
+    pid_stat= pid_file=/proc/$1/stat
+    { read -r pid_stat < "$pid_file"; } 2>/dev/null || [ -n "$pid_stat" ] || return 1
+    case $pid_stat in *") "*) set -- ${pid_stat##*) } ;; *) set -- ;; esac
+    if [ $# -lt 20 ]; then
+      pid_stat=$(cat "$pid_file" 2>/dev/null) || return 1
+      set -- ${pid_stat##*) }
+    fi
+    [ "$1" != Z ]
   else
     case $(ps -o stat= -p "$1" 2>/dev/null) in '' | Z*) return 1 ;; esac
   fi

@@ -123,8 +123,8 @@ members() {
       for (i = 1; i <= NR; i++) {
         p = order[i]
         if (p == root) continue
-        if (scope == "all" && sid[p] == session) { print p; continue }
         q = p; hops = 0; verdict = (p in listed)
+        if (scope == "all" && sid[p] == session) { verdict = 1; q = "" }
         while (q != "" && q > 1 && hops++ < 128) {
           if (q in excluded) { verdict = 0; break }
           if (scope == "orphans") { if (q in listed) { verdict = 1; break } }
@@ -136,6 +136,26 @@ members() {
         else if ((t = token(p)) != "") print t
       }
     }' | tr '\n' ' '
+}
+
+# ignores_term PID: PID ignores SIGTERM (bit 15 of SigIgn in its status),
+# read without a fork; false where that cannot be told (no /proc).
+ignores_term() {
+  procfs || return 1
+  { while read -r key mask; do
+      [ "$key" = SigIgn: ] && break
+    done < "/proc/$1/status"; } 2>/dev/null
+  [ "$key" = SigIgn: ] || return 1
+  # SIGTERM's bit, 0x4000: the fourth hex digit from the right.
+  mask=${mask%???}
+  case ${mask#"${mask%?}"} in [4567cdefCDEF]) return 0 ;; esac
+  return 1
+}
+
+# still_running PID: running, where that costs no fork (/proc); else
+# whether a process has the pid (a zombie counts as running then).
+still_running() {
+  if procfs; then running "$1"; else kill -0 "$1" 2>/dev/null; fi
 }
 
 # True while cell $seq has not ended: the status file (session.bash) starts
@@ -198,12 +218,48 @@ case $mode in
     echo $pids
     ;;
   all)
-    # A durable shell started on a host without setsid shares the session of
-    # the SSH session that started it, which may be the one running this:
-    # spare this script and its ancestors. (One table for both.)
+    # One table for all of it, and a second only where it may be needed:
+    # where sessions end together (a fleet's), each reads every process's
+    # entry, and those reads are most of the cost.
     snapshot=$(table)
-    # The session's id: the root's, or the root's pid once it is gone (as members tells it).
-    session=$(printf '%s\n' "$snapshot" | awk -v root="$root" '$1 == root && $3 ~ /^[0-9]+$/ { s = $3 } END { print (s != "") ? s : root }')
+    tokens=$(members all tokens)
+    # From the table: the session's id (the root's, or the root's pid once
+    # it is gone, as members tells it); whether the root is in the table;
+    # this script and its ancestors, spared (a durable shell started on a
+    # host without setsid shares the session of the SSH session that
+    # started it, which may be the one running this); the session's process
+    # groups with nothing spared in them; and "one" where the root and
+    # every member are in the session's own group, nothing spared in it.
+    facts=$(printf '%s\n' "$snapshot" | awk -v root="$root" -v me="$$" -v members=" $tokens " '
+      { up[$1] = $2; sid[$1] = $3; group[$1] = $4 }
+      END {
+        session = (sid[root] ~ /^[0-9]+$/) ? sid[root] : root
+        print session
+        print (root in up) ? "seen" : "gone"
+        for (p = me; p != "" && p > 1 && hops++ < 128; p = up[p]) {
+          spared = spared " " p; kept[group[p]] = 1
+          if (sid[p] == session) shared = 1
+        }
+        print spared " "
+        for (p in up)
+          if (sid[p] == session && group[p] ~ /^[0-9]+$/ && group[p] > 1 && !(group[p] in kept))
+            groups[group[p]] = 1
+        for (g in groups) printf "-%s ", g
+        print ""
+        one = !shared && !(root in up && (sid[root] != session || group[root] != session))
+        n = split(members, token, " ")
+        for (i = 1; i <= n; i++) {
+          p = token[i]; sub(/:.*/, "", p)
+          if (sid[p] != session || group[p] != session) one = 0
+        }
+        print one ? "one" : "many"
+      }')
+    nl='
+'
+    session=${facts%%"$nl"*} facts=${facts#*"$nl"}
+    seen=${facts%%"$nl"*} facts=${facts#*"$nl"}
+    spared=${facts%%"$nl"*} facts=${facts#*"$nl"}
+    groups=${facts%%"$nl"*} layout=${facts#*"$nl"}
     # The root is signalled, and its tree and session reaped, only while it
     # is the process that STATE_DIR records (shell.start: the shell's, as
     # session.bash wrote it; wrapper.pid: a durable session's wrapper): once
@@ -215,47 +271,66 @@ case $mode in
     for record in "$dir/shell.start" "$dir/wrapper.pid"; do
       pid_alive "$record" && [ "$recorded" = "$root" ] && reap=all
     done
-    if [ -z "$reap" ] && printf '%s\n' "$snapshot" | awk -v root="$root" '
-        $1 == root { seen = 1 } END { exit seen }'; then
-      reap=session
-    fi
-    spared=" $(printf '%s\n' "$snapshot" | awk -v me="$$" '{ up[$1] = $2 }
-      END { for (p = me; p != "" && p > 1 && hops++ < 128; p = up[p]) printf "%s ", p }')"
+    [ -z "$reap" ] && [ "$seen" = gone ] && reap=session
     # PID:START tokens: what is still alive after SIGTERM gets SIGKILL only
     # while it is the same process.
-    tokens=
+    kept=
     if [ -n "$reap" ]; then
-      for p in $(members all); do
-        case $spared in *" $p "*) ;; *) tokens="$tokens $p:$(pid_start "$p")" ;; esac
+      for t in $tokens; do
+        case $spared in *" ${t%%:*} "*) ;; *) kept="$kept $t" ;; esac
       done
     fi
-    pids=
+    tokens=$kept pids=
     for t in $tokens; do pids="$pids ${t%%:*}"; done
     if [ -n "$pids" ]; then
       kill -TERM $pids 2>/dev/null
+      # Up to 0.5 s for them to end, but for those that ignore SIGTERM (an
+      # interactive shell does): nothing to wait for there.
+      waited=
+      for p in $pids; do ignores_term "$p" || waited="$waited $p"; done
       n=0
       while [ $n -lt 10 ]; do
         alive=
-        for p in $pids; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+        for p in $waited; do still_running "$p" && alive="$alive $p"; done
         [ -z "$alive" ] && break
         sleep 0.05 2>/dev/null || sleep 1
         n=$((n + 1))
       done
       for t in $tokens; do
-        case " $alive " in *" ${t%%:*} "*) pid_is "${t%%:*}" "${t#*:}" && kill -KILL "${t%%:*}" 2>/dev/null ;; esac
+        still_running "${t%%:*}" && pid_is "${t%%:*}" "${t#*:}" && kill -KILL "${t%%:*}" 2>/dev/null
       done
     fi
     [ "$reap" = all ] && kill -KILL "$root" 2>/dev/null
-    # Done only once nothing of the session runs: what the root or any
-    # member started while the signals went out (a shell still starting into
-    # its PROMPT_COMMAND, a cell's processes forking) was in no listing, and
-    # what was killed may take a moment to die on a loaded host. Listed again
-    # and killed until none is left, for 5 s at most; what still runs then
-    # (a process that cannot die, in uninterruptible sleep) is printed on a
-    # last line "left PID...". Their process groups too, those of the
-    # session's own (a group never spans sessions) with nothing spared in
-    # them: a group's signal reaches every member, even one forked as it
-    # goes out, which a listing cannot (a cell whose processes keep forking).
+    # Their process groups too, those of the session's own (a group never
+    # spans sessions) with nothing spared in them: a group's signal reaches
+    # every member, even one forked as it goes out, which a listing cannot
+    # (a cell whose processes keep forking).
+    [ -n "$reap" ] && [ -n "$groups" ] && kill -KILL $groups 2>/dev/null
+    # Done once nothing of the session runs. Where all of it was one group
+    # (a session whose cells never used job control or moved a process to
+    # a group of its own), that group's signal reached everything in it,
+    # what was forked after the listing too: done once the listed ones and
+    # the root have ended, told without reading the table again. Else, or
+    # where one of them is slow to end, what the root or any member started
+    # while the signals went out (a shell still starting into its
+    # PROMPT_COMMAND, a job forking in a group of its own) was in no
+    # listing, and what was killed may take a moment to die on a loaded
+    # host: listed again and killed until none is left, for 5 s at most;
+    # what still runs then (a process that cannot die, in uninterruptible
+    # sleep) is printed on a last line "left PID...".
+    if [ -n "$reap" ] && [ "$layout" = one ]; then
+      own=
+      [ "$reap" = all ] && own=$root
+      n=0
+      while [ $n -lt 10 ]; do
+        alive=
+        for p in $pids $own; do still_running "$p" && alive="$alive $p"; done
+        [ -z "$alive" ] && break
+        sleep 0.05 2>/dev/null || sleep 1
+        n=$((n + 1))
+      done
+      [ -z "$alive" ] && reap=
+    fi
     left=
     n=0
     while [ -n "$reap" ]; do
