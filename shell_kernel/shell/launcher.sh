@@ -99,11 +99,24 @@ launch() {
 # "tick" every 5 s, and "ended" from the wrapper once the shell ended. It
 # tells the attached relay when the shell has ended (DIR/tells_relay says
 # so to relay.sh).
+#
+# Whether a recorded process is still the one recorded (pid_is) costs no
+# fork where /proc is read; elsewhere it runs ps. There every look but one
+# a minute (and the look at an "ended") asks only whether some process has
+# the pid (kill -0, a builtin): a process that ended is seen at once, one
+# whose pid another process took by the next whole look. The whole look
+# cannot go without ps there: nothing else tells when a process started,
+# and the relay and the kernel's side shell, watched here, hold nothing
+# whose end the watchdog could wait on instead.
 watchdog() {
-  idle=0 ended=0 told=
+  idle=0 ended=0 told= looks=0
   while read -r why <&3; do
     [ -d "$1" ] || exit 0
-    if session_over "$1" "$2" "$3"; then
+    whole=
+    if procfs || [ "$why" != tick ] || [ $((looks % 12)) -eq 0 ]; then whole=yes; fi
+    looks=$((looks + 1))
+    if seen_over "$1" "$2" "$3"; then
+      whole=yes
       # The attached relay ends, with the status that says so: it waits on
       # its input alone, which costs the host nothing while the shell runs.
       if pid_alive "$1/relay.pid" && [ "$recorded $recorded_start" != "$told" ]; then
@@ -119,7 +132,7 @@ watchdog() {
       [ -e "$1/owner" ] || [ "$ended" -lt 60 ] || { rm -rf "$1"; exit 0; }
     fi
     [ "$why" = tick ] || continue
-    if pid_alive "$1/relay.pid" || pid_alive "$1/holder"; then
+    if seen_alive "$1/relay.pid" || seen_alive "$1/holder"; then
       idle=0
     else
       idle=$((idle + 5))
@@ -130,6 +143,22 @@ watchdog() {
     [ "$idle" -ge "$4" ] || { [ ! -e "$1/relay.pid" ] && [ "$idle" -ge 60 ]; } &&
       { stop "$1"; exit 0; }
   done
+}
+
+# seen_over DIR PID START: session_over, or where $whole is empty, the
+# same with kill -0 for pid_is.
+seen_over() {
+  if [ -n "$whole" ]; then session_over "$@"; else [ -e "$1/exit_status" ] || ! kill -0 "$2" 2>/dev/null; fi
+}
+
+# seen_alive FILE: pid_alive, or where $whole is empty, whether a process
+# has the pid FILE records.
+seen_alive() {
+  [ -z "$whole" ] || { pid_alive "$1"; return; }
+  recorded=
+  read -r recorded _ 2>/dev/null < "$1"
+  case $recorded in '' | *[!0-9]*) return 1 ;; esac
+  kill -0 "$recorded" 2>/dev/null
 }
 
 # alive DIR PID [OWNER]: prints "alive" while the session in DIR, whose
