@@ -21,8 +21,8 @@ KERNEL, FLEET = "kernel", "run --hosts"
 
 #: What makes a thread start, besides the session itself (None: every
 #: session of its kinds starts it once, as it starts its shell).
-INTERRUPT, OUTPUT, LOSS, PING, PROXY, SIDE_TIMEOUT, CELL_TIMEOUT = (
-    "each interrupt", "output received", "connection lost mid-cell", "each keepalive ping",
+INTERRUPT, OUTPUT, PING, PROXY, SIDE_TIMEOUT, CELL_TIMEOUT = (
+    "the first interrupt or mid-cell reconnect", "output received", "each keepalive ping",
     "a ProxyCommand", "a side command timed out", "each cell with --timeout")
 
 
@@ -46,8 +46,8 @@ THREADS = (
                "decoders, screen clears, coalescer, acknowledgements, the running cell from "
                "the caller's CellBegun until it is done (progress, prompts, interrupt), a "
                "query's reply, the self-close answer, the start's answer; the only thread "
-               "that ends a cell; marks the shell lost; starts the interrupt and reattach "
-               "threads"),
+               "that ends a cell; drives interrupts (session/escalations.py); marks the shell "
+               "lost; gives the I/O worker its jobs"),
     ThreadKind("shell-kernel-local-reader", (LOCAL, LOCAL_NAMED),
                "the local shell's pipes, or a local named session's relay: "
                "Keeper.on_output (frame scanning), then push",
@@ -62,15 +62,13 @@ THREADS = (
     ThreadKind("shell-kernel-ssh-terminal", EVERY_SSH,
                "the prompt terminal on the SSH host",
                "pushes the prompt watcher's frames"),
-    ThreadKind("shell-kernel-interrupt", SESSIONS,
-               "interrupts.Interrupter, started by the pump: an Escalation (SIGINT, SIGTERM, "
-               "SIGKILL, replace)",
-               "nothing of the session; pushes the post line's repeat, its outcome and its "
-               "end", INTERRUPT),
-    ThreadKind("shell-kernel-reattach", (LOCAL_NAMED, SSH, SSH_NAMED),
-               "Keeper.reattach with backoff",
-               "brings the shell back (up, lost, attachments under the keeper's lock); "
-               "reopens the cell input; pushes progress and failure", LOSS),
+    ThreadKind("shell-kernel-io", SESSIONS,
+               "session/io_worker.py: the session's blocking host I/O off the pump's and the "
+               "caller's paths, one job at a time: an interrupt's host steps (reap.sh, the "
+               "post line again), a durable session's reconnect under a running cell",
+               "nothing of the session: pushes each job's outcome (IoDone) and a reconnect's "
+               "progress, failure or success (Reattached); the pump drives the interrupt "
+               "itself (session/escalations.py)", INTERRUPT),
     ThreadKind("shell-kernel-sweep", SESSIONS,
                "Backend.sweep, once per started shell",
                "nothing of the session"),

@@ -17,13 +17,11 @@ from typing import Callable
 from .. import prompts, protocol
 from ..backends import Backend, BackendError, NotSent, SessionGone, ShellExit
 from ..failure import failed_command
-from ..interrupts import Interrupter
 from ..output import DisplaySink, OutputLimit, Sink
 from ..prompts import InputTerminal, Prompt
 from .catch_up import catch_up
-from .events import (CellBegun, CellLost, CellSent, Closing, Escalated, EventQueue, Exited,
-                     InterruptAsked, InterruptOver, LossMended, PostRepeated, PromptAnswered,
-                     QueryAsked)
+from .events import (CellBegun, CellLost, CellSent, Closing, EventQueue, InterruptAsked,
+                     LossMended, PromptAnswered, QueryAsked)
 from .keeper import Keeper
 from .pump import Pump
 from .types import CellRecord, Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
@@ -58,17 +56,8 @@ class ShellSession:
         self._keeper = Keeper(backend_factory, self.options, self._events,
                               lambda text: self._sink("stderr", text),
                               lambda: self._pump.terminal_opened())
-        events = self._events
-        interrupter = Interrupter(
-            self._keeper, self.options.interrupt_grace, self.options.reattach_timeout,
-            closing=lambda: events.closed,
-            report=lambda cell, result: events.push(Escalated(cell.generation, cell.seq, result)),
-            suspect=lambda cell: events.push(Exited(cell.generation, ShellExit(
-                "the side channel failed", connection_lost=True))),
-            repeated=lambda cell: events.push(PostRepeated(cell.generation, cell.seq)),
-            finished=lambda cell: events.push(InterruptOver(cell.generation, cell.seq)))
         self._pump = Pump(self._events, self._keeper, self.options, sink, display_sink,
-                          clear_sink, interrupter)
+                          clear_sink)
 
     # ----------------------------------------------------------------- start
     @property

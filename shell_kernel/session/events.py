@@ -18,8 +18,7 @@ from concurrent.futures import Future
 from typing import Callable, Union
 
 from .. import protocol
-from ..backends import ShellExit
-from ..interrupts import EscalationResult
+from ..backends import BackendError, ShellExit
 from ..prompts import Prompt
 from .types import RunningCell
 
@@ -65,30 +64,20 @@ class CellLost:
 
 
 @dataclass(frozen=True)
-class Escalated:
-    """The interrupt thread's outcome for one cell."""
+class Reattached:
+    """The durable shell is reachable again, through a new connection."""
     generation: int
-    seq: int
-    result: EscalationResult
+
+
+ShellEvent = Union[Output, FrameSeen, Notice, Exited, CellLost, Reattached]
 
 
 @dataclass(frozen=True)
-class PostRepeated:
-    """The interrupt thread sent the cell's post line again (or could not):
-    the cell may end once its end frames came too (see Pump._shell_done)."""
-    generation: int
-    seq: int
-
-
-@dataclass(frozen=True)
-class InterruptOver:
-    """The interrupt thread is done with this cell: a later interrupt may try again."""
-    generation: int
-    seq: int
-
-
-ShellEvent = Union[Output, FrameSeen, Notice, Exited, CellLost, Escalated, PostRepeated,
-                   InterruptOver]
+class IoDone:
+    """The I/O worker ran job number `job`: its result, or the error it raised."""
+    job: int
+    result: object
+    error: BackendError | None
 
 
 @dataclass(frozen=True)
@@ -161,7 +150,7 @@ class Closing:
     detach: bool
 
 
-REQUESTS = (ShellStarting, StartEnded, CellBegun, CellSent, LossMended, PromptAnswered,
+REQUESTS = (IoDone, ShellStarting, StartEnded, CellBegun, CellSent, LossMended, PromptAnswered,
             QueryAsked, SelfCloseAsked, InterruptAsked, Closing)
 Request = Union[REQUESTS]
 Event = Union[ShellEvent, Request]

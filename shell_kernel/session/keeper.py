@@ -32,8 +32,8 @@ from ..backends import (Attached, Backend, BackendError, BackendFault, Contained
 from ..interrupts import Reaper
 from ..startup import not_started
 from .cell_input import CellInput
-from .events import (CellLost, EventQueue, Exited, FrameSeen, Notice, Output, SelfCloseAsked,
-                     ShellStarting, StartEnded)
+from .events import (CellLost, EventQueue, Exited, FrameSeen, Notice, Output, Reattached,
+                     SelfCloseAsked, ShellStarting, StartEnded)
 from .types import Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
 
 log = logging.getLogger("shell_kernel.session")
@@ -347,16 +347,13 @@ class Keeper:
             self.open_input()  # the old terminal went with the connection
             return
 
-    def reattach_in_background(self, generation: int, ended: ShellExit) -> None:
-        """The connection dropped under a running cell: the reattach thread
-        gets the shell back, and tells the pump how it goes."""
-        threading.Thread(target=self._reattach_during_cell, args=(generation, ended),
-                         name="shell-kernel-reattach", daemon=True).start()
-
-    def _reattach_during_cell(self, generation: int, ended: ShellExit) -> None:
+    def reattach_during_cell(self, generation: int, ended: ShellExit) -> None:
+        """The connection dropped under a running cell (the session's I/O
+        worker): get the shell back, and tell the pump how it goes."""
         notice = lambda text: self._events.push(Notice(generation, text))  # noqa: E731
         try:
             self.reattach(notice)
+            self._events.push(Reattached(generation))
         except SessionGone as err:
             self._events.push(CellLost(generation, ShellExit(
                 f"the remote session is gone ({err}): the host may have rebooted or the "

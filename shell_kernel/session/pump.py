@@ -25,13 +25,14 @@ from typing import Callable
 from .. import prompts, protocol
 from ..acknowledgements import Acknowledgements
 from ..backends import BackendError, ShellExit
-from ..interrupts import Interrupter, Outcome
+from ..interrupts import EscalationResult, Outcome, interrupt_plan
 from ..output import TTY_TIE_SECONDS, Coalescer, DisplaySink, ScreenClears, Sink, StreamDecoder
 from ..prompts import Prompt
-from .events import (CellBegun, CellLost, CellSent, Closing, Escalated, Event, EventQueue, Exited,
-                     FrameSeen, InterruptAsked, InterruptOver, LossMended, Notice, Output,
-                     PostRepeated, PromptAnswered, QueryAsked, REQUESTS, SelfCloseAsked,
-                     ShellStarting, StartEnded)
+from .escalations import Escalations
+from .events import (CellBegun, CellLost, CellSent, Closing, Event, EventQueue, Exited, FrameSeen,
+                     InterruptAsked, IoDone, LossMended, Notice, Output, PromptAnswered,
+                     QueryAsked, Reattached, REQUESTS, SelfCloseAsked, ShellStarting, StartEnded)
+from .io_worker import IoWorker
 from .keeper import Keeper
 from .types import Options, RunningCell
 
@@ -51,14 +52,18 @@ class _Start:
 
 class Pump:
     def __init__(self, events: EventQueue, keeper: Keeper, options: Options, sink: Sink,
-                 display_sink: DisplaySink | None, clear_sink: Callable[[], None] | None,
-                 interrupter: Interrupter):
+                 display_sink: DisplaySink | None, clear_sink: Callable[[], None] | None):
         self._events = events
         self._keeper = keeper
+        self._options = options
         self._sink = sink
         self._display_sink = display_sink
         self._clear_sink = clear_sink  # the output printed a screen clear (`clear`)
-        self._interrupter = interrupter
+        self._io = IoWorker(events)
+        self._escalations = Escalations(
+            self._io, lambda since: keeper.attachments != since and keeper.up.is_set(),
+            repeated=self._post_repeated, suspect=self._side_channel_failed,
+            finished=self._interrupt_finished)
         #: The running cell, from its CellBegun until it is done.
         self.cell: RunningCell | None = None
         self._held_prompt: Prompt | None = None  # the coalescer holds output behind its text
@@ -92,6 +97,7 @@ class Pump:
                     self._handle(event)
                 except Exception:  # noqa: BLE001 - the pump must outlive one bad event
                     log.exception("while handling %s", type(event).__name__)
+            self._escalations.tick()
             if self.cell is not None:
                 self._end_if_over(self.cell)  # a key-mode cell's settle time
             try:
@@ -105,7 +111,8 @@ class Pump:
 
     def _deadline(self) -> float | None:
         settle_due = self.cell.settle_due if self.cell is not None else None
-        return min((due for due in (self._coalescer.deadline(), self._prompt_due(), settle_due)
+        return min((due for due in (self._coalescer.deadline(), self._prompt_due(), settle_due,
+                                    self._escalations.due())
                     if due is not None), default=None)
 
     def _handle(self, event: Event) -> None:
@@ -145,7 +152,7 @@ class Pump:
         if lost is not None and not cell.not_sent and not cell.done.is_set() \
                 and not self._events.closed:
             # Lost once the lines had gone: the cell runs on at the far end.
-            self._keeper.reattach_in_background(cell.generation, lost)
+            self._reattach(cell.generation, lost)
 
     def _on_shell_starting(self, event: ShellStarting) -> None:
         self._answer_start("it was replaced by another start")
@@ -198,30 +205,47 @@ class Pump:
         if cell.escalating or cell.done.is_set():
             return
         cell.escalating = cell.interrupted = cell.post_repeat_due = True
-        threading.Thread(target=self._interrupter.run, args=(cell,),
-                         name="shell-kernel-interrupt", daemon=True).start()
+        options, events = self._options, self._events
+        self._escalations.start(cell, interrupt_plan(
+            self._keeper, cell, options.interrupt_grace, options.reattach_timeout,
+            closing=lambda: events.closed))
 
-    def _on_post_repeated(self, event: PostRepeated) -> None:
-        cell = self.cell
-        if cell is not None and cell.seq == event.seq:
-            cell.post_repeat_due = False
-            self._end_if_over(cell)
+    def _post_repeated(self, cell: RunningCell) -> None:
+        cell.post_repeat_due = False
+        self._end_if_over(cell)
 
-    def _on_interrupt_over(self, event: InterruptOver) -> None:
-        cell = self.cell
-        if cell is not None and cell.seq == event.seq:
-            cell.escalating = cell.post_repeat_due = False  # a later interrupt may try again
-            self._end_if_over(cell)
+    def _side_channel_failed(self, cell: RunningCell) -> None:
+        """Treated as a dropped connection, so that the session reconnects."""
+        self._events.push(Exited(cell.generation, ShellExit(
+            "the side channel failed", connection_lost=True)))
 
-    def _on_escalated(self, event: Escalated) -> None:
-        cell = self.cell
-        if cell is None or cell.seq != event.seq or cell.done.is_set():
-            return
-        if event.result.outcome is Outcome.REPLACE:
-            cell.replaced = True  # the shell's end, which follows, ends the cell
-        else:
-            cell.given_up = True
-            self._finish_lost(cell, ShellExit(str(event.result.error)))
+    def _interrupt_finished(self, cell: RunningCell, result: EscalationResult) -> None:
+        cell.escalating = cell.post_repeat_due = False  # a later interrupt may try again
+        if result.outcome is Outcome.REPLACE:
+            log.info("cell %d outlived SIGKILL: its shell is replaced", cell.seq)
+            reaper = self._keeper.reaper()
+            if not cell.done.is_set():
+                cell.replaced = True  # the shell's end, which follows, ends the cell
+            if reaper is not None:
+                self._io.submit(reaper.stop_everything)
+        elif result.outcome is Outcome.UNREACHABLE:
+            log.warning("interrupt of cell %d failed: %s", cell.seq, result.error)
+            if not cell.done.is_set():
+                cell.given_up = True
+                self._finish_lost(cell, ShellExit(str(result.error)))
+        self._end_if_over(cell)
+
+    def _reattach(self, generation: int, ended: ShellExit) -> None:
+        """The connection dropped under a running cell: the I/O worker gets
+        the shell back, and tells the pump how it goes."""
+        keeper = self._keeper
+        self._io.submit(lambda: keeper.reattach_during_cell(generation, ended))
+
+    def _on_io_done(self, event: IoDone) -> None:
+        self._escalations.io_done(event)
+
+    def _on_reattached(self, event: Reattached) -> None:
+        self._escalations.reattached()
 
     def _on_closing(self, event: Closing) -> None:
         """The last request: a cell still running is left to its named
@@ -235,6 +259,8 @@ class Pump:
                 self._finish_lost(cell, ShellExit("the kernel is shutting down"))
         self._answer_query(None)
         self._answer_start(None)
+        self._escalations.close()
+        self._io.close()
         self._coalescer.flush()
 
     def _handle_data(self, stream: str, data: bytes) -> None:
@@ -333,8 +359,7 @@ class Pump:
         if cell is not None and cell.catch_up == frame.nonce and not cell.done.is_set():
             cell.barriers.add(frame.stream)
             if len(cell.barriers) == len(protocol.STREAMS):
-                cell.shell_ended.set()
-                self._end_if_over(cell)
+                self._shell_ended(cell)
 
     def _on_end(self, frame: protocol.EndFrame) -> None:
         cell = self.cell
@@ -361,8 +386,7 @@ class Pump:
                 # does): its last words ("\n" from top) must not reach the
                 # next cell. They come within moments; the cell ends then.
                 cell.settle_due = time.monotonic() + KEY_MODE_SETTLE_S
-            cell.shell_ended.set()
-            self._end_if_over(cell)
+            self._shell_ended(cell)
 
     def _on_exited(self, event: Exited) -> None:
         ended, keeper = event.ended, self._keeper
@@ -383,7 +407,7 @@ class Pump:
         if (ended.connection_lost and keeper.can_reattach and not self._events.closed
                 and cell is not None and not cell.done.is_set()):
             # The shell and its cell carry on at the far end: get them back.
-            keeper.reattach_in_background(event.generation, ended)
+            self._reattach(event.generation, ended)
             return
         for stream, scanner in keeper.scanners.items():
             self._handle_data(stream, scanner.flush())
@@ -396,9 +420,8 @@ class Pump:
         Notice: _on_notice,
         Exited: _on_exited,
         CellLost: _on_cell_lost,
-        Escalated: _on_escalated,
-        PostRepeated: _on_post_repeated,
-        InterruptOver: _on_interrupt_over,
+        Reattached: _on_reattached,
+        IoDone: _on_io_done,
         ShellStarting: _on_shell_starting,
         StartEnded: _on_start_ended,
         CellBegun: _on_cell_begun,
@@ -413,6 +436,11 @@ class Pump:
     def _finish_lost(self, cell: RunningCell, ended: ShellExit) -> None:
         cell.lost = ended
         self._end_cell(cell)
+
+    def _shell_ended(self, cell: RunningCell) -> None:
+        cell.shell_ended.set()
+        self._end_if_over(cell)
+        self._escalations.cell_ended(cell)
 
     def _end_if_over(self, cell: RunningCell) -> None:
         """End a cell that the shell has ended, unless a key-mode cell's
@@ -436,6 +464,7 @@ class Pump:
         cell.shell_ended.set()
         cell.done.set()
         cell.inbox.put(None)
+        self._escalations.cell_ended(cell)
 
     # --------------------------------------------------------------- prompts
     def _on_reading(self, frame: protocol.ReadingFrame) -> None:

@@ -1,13 +1,12 @@
-"""Pure logic of an interrupt's escalation (interrupts.Escalation): which
+"""Pure logic of an interrupt's escalation (interrupts.escalation): which
 signals go, and when the shell is replaced. The host is a stand-in that
-records the steps; reap.sh itself runs in tests/test_interrupt.py."""
+records the steps, and the plan is driven here as the session's pump drives
+it (session/escalations.py), without its waits; reap.sh itself runs in
+tests/test_interrupt.py."""
 
 from __future__ import annotations
 
-import pytest
-
-from shell_kernel import interrupts
-from shell_kernel.interrupts import Escalation, Outcome
+from shell_kernel.interrupts import HostStep, Outcome, Pause, WaitEnd, escalation
 
 
 class HostReaper:
@@ -46,13 +45,20 @@ class HostReaper:
 
 
 def escalate(host: HostReaper):
-    return Escalation(host, 7, resend_post=lambda: None, cell_ended=host.cell_ended_here,
-                      grace=0.0).run()
-
-
-@pytest.fixture(autouse=True)
-def no_waits(monkeypatch):
-    monkeypatch.setattr(interrupts.time, "sleep", lambda seconds: None)
+    plan = escalation(host, 7, resend_post=lambda: None, grace=0.0)
+    answer = None
+    while True:
+        try:
+            step = plan.send(answer)
+        except StopIteration as stop:
+            return stop.value
+        if isinstance(step, HostStep):
+            answer = step.call()
+        elif isinstance(step, WaitEnd):
+            answer = host.cell_ended_here(step.seconds)
+        else:
+            assert isinstance(step, Pause), step
+            answer = None
 
 
 def test_a_cell_that_ends_at_sigint_gets_nothing_more():
