@@ -101,7 +101,8 @@ ended_at_report=  # see report
 # Says that PID waits in its read number READS of ASKED bytes: with its
 # name, its parent's name and the terminal's modes (a fork for stty, once
 # per read). With KEYS_ONLY, only if the terminal is in key mode (else
-# returns 2).
+# returns 2). Returns 3, saying nothing, when PID is gone by the time its
+# name is read: its read is over, and the modes were perhaps another's.
 report() {
   local pid=$1 reads_done=$2 asked=$3 keys_only=$4 name= parent= echo=1 lines=1 keys=0 modes marked fd
   # The last cell that ended (the post hook, in cells.bash, writes it first
@@ -114,6 +115,7 @@ report() {
   case $modes in *[[:space:]]-icrnl[[:space:]]*) keys=0 ;; esac
   if [[ -n $keys_only && $lines == 1 ]]; then builtin return 2; fi
   names "$pid"
+  if [[ -z $name ]]; then builtin return 3; fi
   marked=1
   for fd in 61 62; do
     barrier "$fd" "read.$pid.$reads_done"
@@ -189,6 +191,7 @@ while shell_alive; do
         case $? in
           0) ;;
           2) waiters+="$pid:$reads_done "; continue ;;
+          3) continue ;;
           *) exit 0 ;;  # the terminal hung up
         esac
       fi
