@@ -221,3 +221,31 @@ def test_noisy_login_and_minimal_host_without_python(tmp_path, ssh_kernel):
         assert kernel.ok("echo after") == "after\n"
     finally:
         srv.stop()
+
+
+def test_a_read_after_the_commands_eof_waits_for_its_exit_without_turning(sshd, monkeypatch):
+    """Between a command's EOF (its output closed) and its exit status, a read
+    waits: paramiko keeps a channel's descriptor readable from the EOF on, so a
+    select there would return at once, over and over, until the status came."""
+    from shell_kernel.backends.ssh import backend as ssh_backend
+    from shell_kernel.backends.ssh.connect import connect
+    from shell_kernel.backends.ssh.target import resolve
+    clients = connect(resolve("testhost", str(sshd.ssh_config)))
+    try:
+        channel = ssh_backend.SSHChannel(clients[-1].get_transport(),
+                                         b"echo out; exec >&- 2>&-; sleep 1; exit 3")
+        selects_after_eof = []
+        real_select = ssh_backend.select.select
+
+        def counted(readable, *rest):
+            selects_after_eof.extend(c for c in readable if c.eof_received)
+            return real_select(readable, *rest)
+
+        monkeypatch.setattr(ssh_backend.select, "select", counted)
+        assert channel.read(timeout=10) == ("stdout", b"out\n")
+        assert channel.read(timeout=10) is None
+        assert channel.exit().status == 3
+        assert selects_after_eof == []
+    finally:
+        for client in reversed(clients):
+            client.close()

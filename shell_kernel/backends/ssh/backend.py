@@ -76,7 +76,15 @@ class SSHChannel:
                 wait = min(wait, deadline - time.monotonic())
                 if wait <= 0:
                     raise TimeoutError("nothing to read")
-            select.select([channel], [], [], wait)
+            if channel.eof_received:
+                # No more data can come, only the exit status or the close,
+                # which set status_event. (paramiko keeps the channel's
+                # fileno readable from the EOF on: select would return at
+                # once, over and over, until they come: hundreds of turns
+                # as a shell ends.)
+                channel.status_event.wait(wait)
+            else:
+                select.select([channel], [], [], wait)
 
     def send(self, data: bytes) -> None:
         try:
