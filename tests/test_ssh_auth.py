@@ -388,3 +388,24 @@ def test_proxyjump_chain_goes_through_each_hop_in_order(tmp_path, ssh_kernel):
     finally:
         for server in (first, second, target):
             server.stop()
+
+
+def test_a_key_file_is_loaded_once_per_version_of_it(server, tmp_path, monkeypatch):
+    """A fleet's hosts share one key, and loading an RSA key checks it (0.1 s of
+    CPU): loaded once, and again only when the file changes."""
+    from shell_kernel.backends.ssh import auth
+    loaded = []
+    real_load = auth._load_private_key
+    monkeypatch.setattr(auth, "_load_private_key",
+                        lambda path: loaded.append(path) or real_load(path))
+    key = new_key(tmp_path / "rotated")
+    config = config_with_key(server, tmp_path / "cfg", key)
+    for _ in range(2):
+        with pytest.raises(BackendError, match="refused the keys"):
+            connect_to(config)
+    assert loaded == [str(key)]
+    # The file now holds the key the host accepts: read again, and the login works.
+    shutil.copyfile(server.user_key_path, key)
+    shutil.copyfile(f"{server.user_key_path}.pub", f"{key}.pub")
+    connect_to(config)
+    assert loaded == [str(key), str(key)]
