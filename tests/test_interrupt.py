@@ -75,13 +75,41 @@ def test_background_jobs_of_earlier_cells_survive_an_interrupt(kernel):
     kernel.ok("kill $BG_PID; wait $BG_PID 2>/dev/null; true")
 
 
-def test_shell_ignoring_sigint_is_replaced_with_a_notice(kernel):
+def test_shell_ignoring_sigint_is_replaced_with_a_notice(quick_kernel):
+    """On a shell of its own, which no earlier cell changed: bash 3.2 and
+    4.2 leave their interrupt_immediately flag raised once a SIGINT ends the
+    `wait` builtin (as in this module's grandchildren test), and from then on
+    run a trap inside its signal handler, wherever the shell is. This
+    escalation's SIGURG then now and then lands in malloc, and the shell dies
+    of SIGABRT: reported as a shell that ended, with a new one started, but
+    not with this notice."""
+    kernel = quick_kernel
     kernel.ok("TRAP_VAR=old")
     execution = interrupt_after(kernel, "trap '' INT; while :; do :; done", timeout=30)
     assert execution.status == "error"
     assert execution.errors[0]["ename"] == "ShellExited"
     assert "did not stop" in execution.errors[0]["evalue"]
     assert kernel.ok("echo ${TRAP_VAR-gone}") == "gone\n"
+
+
+def test_a_shell_that_dies_while_its_cell_is_interrupted_is_reported_and_replaced(quick_kernel):
+    """The death of an old bash in an escalation (see above), whichever step
+    it comes at: the cell says that its shell is gone and that a new one was
+    started, and the next cell runs in that one."""
+    kernel = quick_kernel
+    shell = int(kernel.ok("echo $$"))
+    kernel.ok("TRAP_VAR=old")
+    msg_id = kernel.start("trap '' INT; while :; do :; done")
+    time.sleep(0.7)
+    kernel.km.interrupt_kernel()
+    time.sleep(0.3)
+    os.kill(shell, signal.SIGABRT)
+    execution = kernel.collect(msg_id, timeout=30)
+    assert execution.status == "error"
+    assert execution.errors[0]["ename"] == "ShellExited"
+    assert "A new shell was started" in execution.errors[0]["evalue"]
+    assert kernel.ok("echo ${TRAP_VAR-gone}") == "gone\n"
+    assert int(kernel.ok("echo $$")) != shell
 
 
 def test_interrupting_an_idle_kernel_is_harmless(kernel):
