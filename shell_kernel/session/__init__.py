@@ -31,9 +31,11 @@ they went (CellSent).
 
 A start too is a request (ShellStarting), whose future the pump resolves
 with the shell's ready frame or why it failed. Still outside the queue: the
-keeper's current shell (backend, generation, scanners, noise under its
-shell lock; up/lost/attachments under its liveness lock), which the caller
-replaces on start and restart and the reattach thread on reattach.
+keeper's current shell (backend, generation and its ShellOutput under its
+shell lock, which close reads; up/lost/attachments under its liveness
+lock), which the caller replaces on start and restart and the I/O worker
+on a mid-cell reconnect. A started shell's readers scan its output with
+scanners of its own and push what they find.
 """
 
 from .core import ShellSession

@@ -90,9 +90,10 @@ class ShellStarting:
 
 @dataclass(frozen=True)
 class StartEnded:
-    """The start is over without ready frames: a named session's shell was
-    adopted (it sends none), or close() began while a start waited, which
-    stops waiting (None)."""
+    """The start is over without ready frames: a named session's shell (of
+    shell_pid) was adopted (it sends none), or close() began while a start
+    waited, which stops waiting (None)."""
+    shell_pid: int | None = None
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,18 @@ reattach thread while a cell runs), clean-up at close, and what the user is
 told when a shell is lost.
 
 Which thread writes what (the package docstring has the whole table):
-- the caller (holding the session's run lock), or the reattach thread for
-  reattach(): backend, info, token, generation, scanners, noise,
+- the caller (holding the session's run lock), or the I/O worker for
+  reattach_during_cell(): backend, info, token, generation, output,
   start_notice, catch_up_due, last_cwd, the cell input; backend,
-  generation, scanners and noise under _shell_lock (close reads them);
+  generation and output under _shell_lock (close reads them);
 - the pump answers a start (ShellStarting's future);
 - up, lost and attachments (whether the shell is up, why not, how many
   reattaches) change only under _liveness: shell_lost() and shell_up()
   on its ready frame by the pump; set_lost(), shell_up() and the
   reattach's count by whichever thread brings the shell back (the
   caller, the reattach thread). All may be read anywhere.
-- backend threads (readers) call on_output(), which reads scanners only.
+- a started shell's readers call its ShellOutput, which has scanners of
+  its own (the pump flushes them when the shell ends).
 """
 
 from __future__ import annotations
@@ -46,6 +47,36 @@ CLEANUP_RECONNECT_SECONDS = 5.0
 CLEANUP_RECONNECT_PAUSE = 0.5
 
 
+class ShellOutput:
+    """One started shell's output, on its backend's reader threads: frames
+    found, output and frames pushed to the pump. Its scanners are its own
+    (each reader feeds its stream's); flush() is the pump's, once the shell
+    has ended and its readers with it."""
+
+    def __init__(self, events: EventQueue, generation: int, token: str, backend: Contained):
+        self._events = events
+        self._generation = generation
+        self._backend = backend
+        self._scanners = {name: protocol.FrameScanner(token, name) for name in protocol.STREAMS}
+
+    def retoken(self, token: str) -> None:
+        """An adopted named session's shell has the token an earlier kernel
+        gave it: set before its output flows (catch_up.py opens it)."""
+        self._scanners = {name: protocol.FrameScanner(token, name) for name in protocol.STREAMS}
+
+    def on_output(self, stream: str, data: bytes) -> None:
+        mark = self._backend.received()
+        for item in self._scanners[stream].feed(data):
+            if isinstance(item, bytes):
+                self._events.push(Output(self._generation, stream, item, mark), len(item))
+            else:
+                self._events.push(FrameSeen(self._generation, item, mark))
+
+    def flush(self) -> list[tuple[str, bytes]]:
+        """What the scanners held back (a partial frame) when the shell ended."""
+        return [(stream, scanner.flush()) for stream, scanner in self._scanners.items()]
+
+
 class Keeper:
     def __init__(self, backend_factory: Callable[[], Backend], options: Options,
                  events: EventQueue, say: Callable[[str], None],
@@ -55,8 +86,8 @@ class Keeper:
         self._events = events
         self._say = say  # a line for the waiting cell's stderr
         self._terminal_opened = terminal_opened  # the pump holds partial lines from now on
-        #: Guards backend, generation, scanners and noise: the caller
-        #: replaces them while close() and the pump read them.
+        #: Guards backend, generation and output: the caller replaces them
+        #: while close() reads them.
         self._shell_lock = threading.Lock()
         self.input = CellInput()
         # the caller's (see the module docstring)
@@ -64,8 +95,7 @@ class Keeper:
         self.info: ShellInfo | None = None
         self.generation = 0
         self.token = ""  # the current shell's frame token
-        self.scanners: dict[str, protocol.FrameScanner] = {}
-        self.noise: protocol.TtyNoiseFilter | None = None
+        self.output: ShellOutput | None = None  # the current shell's
         self.start_notice: str | None = None  # the backend's, for the next cell
         self.catch_up_due: Attached | None = None  # attached to a named session's shell
         self.last_cwd: str | None = None  # of the last cell: what a new shell restores
@@ -142,8 +172,7 @@ class Keeper:
             if not shutting_down:
                 self.generation += 1
                 generation = self.generation
-                self.scanners = {name: protocol.FrameScanner(token, name) for name in protocol.STREAMS}
-                self.noise = None
+                output = self.output = ShellOutput(self._events, generation, token, backend)
                 self.backend = backend
         if shutting_down:
             backend.close()
@@ -151,7 +180,7 @@ class Keeper:
         answer: Future = Future()
         self._events.push(ShellStarting(answer))
         try:
-            started = backend.start(lambda stream, data: self.on_output(generation, stream, data),
+            started = backend.start(output.on_output,
                                     lambda ended: self._events.push(Exited(generation, ended)))
             self.start_notice = started.notice
             if started.attached is not None:
@@ -173,8 +202,6 @@ class Keeper:
             self.discard_backend(backend)
             raise SessionError(not_started(self.description, ready))
         self.info = ShellInfo(ready.pid or 0, ready.bash_version, ready.state_dir, ready.restored)
-        with self._shell_lock:
-            self.noise = protocol.TtyNoiseFilter(self.info.pid)
         log.info("shell ready: pid %s, bash %s, state dir %s",
                  self.info.pid, self.info.bash_version, self.info.state_dir)
         threading.Thread(target=backend.sweep, name="shell-kernel-sweep", daemon=True).start()
@@ -185,13 +212,11 @@ class Keeper:
     def _adopt(self, attached: Attached) -> ShellInfo:
         """A named session's shell, set up by an earlier kernel: no output flows
         until the first cell, which catches up first (catch_up.py)."""
-        with self._shell_lock:
-            self.scanners = {name: protocol.FrameScanner(attached.token, name)
-                             for name in protocol.STREAMS}
-            self.noise = protocol.TtyNoiseFilter(attached.shell_pid)
+        self.output.retoken(attached.token)
         self.info = ShellInfo(attached.shell_pid, attached.bash_version, attached.state_dir)
         self.catch_up_due = attached
-        self._events.push(StartEnded())  # its output is the catch-up's, not start-up noise
+        # Its output is the catch-up's, not start-up noise.
+        self._events.push(StartEnded(attached.shell_pid))
         self.shell_up()
         log.info("attached to session %s: pid %s, state dir %s", attached.name,
                  attached.shell_pid, attached.state_dir)
@@ -214,19 +239,6 @@ class Keeper:
     def _on_input_frame(self, generation: int, frame: protocol.Frame | None) -> None:
         if frame is not None:  # None: the terminal is gone; cells read /dev/null until reopened
             self._events.push(FrameSeen(generation, frame))
-
-    def on_output(self, generation: int, stream: str, data: bytes) -> None:
-        """The backend's on_output, on its reader thread: frames found, output pushed."""
-        scanner = self.scanners.get(stream)
-        if scanner is None:
-            return
-        backend = self.backend
-        mark = backend.received() if backend is not None else None
-        for item in scanner.feed(data):
-            if isinstance(item, bytes):
-                self._events.push(Output(generation, stream, item, mark), len(item))
-            else:
-                self._events.push(FrameSeen(generation, item, mark))
 
     def discard_backend(self, backend: Contained) -> None:
         self.shell_up(False)

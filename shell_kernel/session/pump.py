@@ -69,6 +69,8 @@ class Pump:
         self._held_prompt: Prompt | None = None  # the coalescer holds output behind its text
         self._query: tuple[int, Future] | None = None  # the query awaiting its reply
         self._start: _Start | None = None  # the shell starting, until it answers
+        #: What a terminal says of itself on the shell's stderr (see protocol.TtyNoiseFilter).
+        self._noise: protocol.TtyNoiseFilter | None = None
         #: close(): (nonce, set when the shell ended or declined to end itself)
         self._self_close: SelfCloseAsked | None = None
         self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
@@ -157,9 +159,12 @@ class Pump:
     def _on_shell_starting(self, event: ShellStarting) -> None:
         self._answer_start("it was replaced by another start")
         self._start = _Start(event.answer)
+        self._noise = None
 
     def _on_start_ended(self, event: StartEnded) -> None:
         self._answer_start(None)
+        if event.shell_pid is not None:
+            self._noise = protocol.TtyNoiseFilter(event.shell_pid)
 
     def _answer_start(self, answer: protocol.ReadyFrame | str | None) -> None:
         """The start's answer: its ready frame, why it failed, or None (closing)."""
@@ -269,8 +274,8 @@ class Pump:
             # rc-file noise: never shown, but kept briefly to explain a failed start.
             self._start.said = (self._start.said + data)[-2000:]
             return
-        if stream == "stderr" and keeper.noise is not None:
-            data = keeper.noise.feed(data)
+        if stream == "stderr" and self._noise is not None:
+            data = self._noise.feed(data)
         cell = self.cell
         if cell is not None and cell.key_mode and not cell.done.is_set() \
                 and cell.generation == keeper.generation:
@@ -344,6 +349,7 @@ class Pump:
             return
         start.frames[frame.stream] = frame
         if len(start.frames) == len(protocol.STREAMS):
+            self._noise = protocol.TtyNoiseFilter(start.frames["stdout"].pid or 0)
             self._keeper.shell_up()
             self._answer_start(start.frames["stdout"])
 
@@ -375,9 +381,8 @@ class Pump:
             # Abandoned by the interrupt: 130, whatever the bash left.
             cell.status = 130 if frame.abandoned and cell.interrupted else frame.status
             cell.cwd, cell.failed = frame.cwd, (frame.line, frame.command)
-        noise = self._keeper.noise
-        if frame.stream == "stderr" and noise is not None:
-            self._coalescer.add("stderr", self._decoders["stderr"].decode(noise.flush()))
+        if frame.stream == "stderr" and self._noise is not None:
+            self._coalescer.add("stderr", self._decoders["stderr"].decode(self._noise.flush()))
         cell.ended[frame.stream] = True
         if cell.ended["stdout"] and cell.ended["stderr"] and not cell.catch_up:
             if cell.key_mode:
@@ -409,8 +414,8 @@ class Pump:
             # The shell and its cell carry on at the far end: get them back.
             self._reattach(event.generation, ended)
             return
-        for stream, scanner in keeper.scanners.items():
-            self._handle_data(stream, scanner.flush())
+        for stream, data in keeper.output.flush():
+            self._handle_data(stream, data)
         if cell is not None and not cell.done.is_set():
             self._finish_lost(cell, ended)
 
