@@ -186,9 +186,10 @@ def test_an_answer_that_comes_while_ps_looks_is_not_taken_for_the_next_read(star
     assert execution.stdout == "a1 a2\n"
 
 
-def watch(shell_pid: int, state_dir, env: dict, seconds: float) -> list:
-    """The frames prompts.bash writes in SECONDS, watching SHELL_PID (a
-    stand-in for the kernel's shell: real bash, real ps)."""
+def watch(shell_pid: int, state_dir, env: dict, seconds: float, until=None) -> list:
+    """The frames prompts.bash writes in SECONDS, or until UNTIL(frames) is
+    true, watching SHELL_PID (a stand-in for the kernel's shell: real bash,
+    real ps)."""
     token = "t" * 32
     scanner = protocol.FrameScanner(token, "terminal")
     frames, lock = [], threading.Lock()
@@ -201,7 +202,12 @@ def watch(shell_pid: int, state_dir, env: dict, seconds: float) -> list:
                               str(shell_pid), str(state_dir)], on_output, env)
     try:
         terminal.write(token.encode() + b"\n")
-        time.sleep(seconds)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with lock:
+                if until is not None and until(frames):
+                    break
+            time.sleep(0.05)
     finally:
         terminal.close()
     with lock:
@@ -238,6 +244,59 @@ def test_a_look_that_a_cell_ended_during_is_not_taken_for_the_cell(tmp_path):
         stand_in.wait()
     assert (tmp_path / "ended").exists()  # ps looked
     assert [frame for frame in frames if isinstance(frame, protocol.ReadingFrame)] == []
+
+
+@pytest.mark.parametrize("no_proc", [False, True], ids=["/proc", "no /proc"])
+def test_a_reader_gone_before_its_report_is_not_reported(no_proc, tmp_path):
+    """A process found waiting on the terminal ends while the watcher reads
+    the terminal's modes (stty, slow on a busy host): its read is over, and
+    the modes may be another's (a program's key mode), so it is not reported
+    (as a nameless process reading keys, it would be taken for one that
+    needs a terminal, and the cell interrupted); a read after it is."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "cell").write_text("5\n")
+    (state / "status").write_text("4\n0\n/\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # stty as report() calls it, the first time: the first reader ends (its
+    # parent, the stand-in, reaps it) before stty says the modes.
+    (bin_dir / "stty").write_text(
+        f"#!/bin/sh\nif [ ! -e '{tmp_path}/ended' ]; then : > '{tmp_path}/ended'\n"
+        f"  read -r pid < '{tmp_path}/first'; kill \"$pid\"\n"
+        "  while kill -0 \"$pid\" 2>/dev/null; do sleep 0.01; done\nfi\n"
+        f"exec {shutil.which('stty')} \"$@\"\n")
+    (bin_dir / "stty").chmod(0o755)
+    reader = "echo $$ > \"$0/$1\"; exec head -c1"
+    # The stand-in shell: its cell's input is the watcher's terminal, once
+    # the watcher has said which it is; two readers in a row.
+    stand_in = subprocess.Popen(["bash", "-c", f"""
+        until [ -s '{state}/tty' ]; do sleep 0.05; done
+        exec < "$(cat '{state}/tty')"
+        bash -c '{reader}' '{tmp_path}' first
+        bash -c '{reader}' '{tmp_path}' second"""])
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env.pop(shell.NO_PROC, None)
+    if no_proc:
+        env[shell.NO_PROC] = "1"
+
+    def reported(frames) -> list:
+        return [(frame.pid, frame.name) for frame in frames
+                if isinstance(frame, protocol.ReadingFrame)]
+
+    def second() -> int | None:
+        written = (tmp_path / "second").read_text() if (tmp_path / "second").exists() else ""
+        return int(written) if written.endswith("\n") else None
+    try:
+        frames = watch(stand_in.pid, state, env, 60,
+                       until=lambda frames: (second(), "head") in reported(frames))
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+        if second() is not None:
+            subprocess.run(["kill", str(second())], stderr=subprocess.DEVNULL)
+    assert (tmp_path / "ended").exists()  # the first reader was reported, and ended meanwhile
+    assert reported(frames) == [(second(), "head")]
 
 
 def stop_with_a_cell_running(kernel, marker: str):

@@ -78,8 +78,10 @@ waiting() {
   if [[ $kind == select && $pid != "$shell" ]]; then keys_only=yes; fi
 }
 # Sets $name and $parent, PID's command name and its parent's (macOS
-# prints the executable's path: its last part).
+# prints the executable's path: its last part), as ps saw them; none when
+# PID is gone since.
 names() {
+  builtin kill -0 "$1" 2>/dev/null || builtin return 0
   local both=${names#*$'\n'"$1":}
   both=${both%%$'\n'*}
   name=${both%/*} parent=${both##*/}
