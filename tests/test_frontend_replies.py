@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
+import time
+
+import pytest
 
 from conftest import install_spec
 from harness import pids_matching, wait_until
@@ -73,11 +77,16 @@ def test_a_kernel_shut_down_mid_cell_says_its_session_runs_on(jupyter_prefix, st
                        env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_a_slow_start_is_shown_and_paid_once(jupyter_prefix, start_kernel, tmp_path):
+@pytest.mark.parametrize("paused", [False, True], ids=["", "paused"])
+def test_a_slow_start_is_shown_and_paid_once(paused, jupyter_prefix, start_kernel, tmp_path):
     """Startup files that hang: kernel_info is answered while they run, the
     first cell says it waits (with the time so far) and fails once the start
     timeout is over, and the cells queued behind it fail at once with the
-    same error, without starting the shell again."""
+    same error, without starting the shell again. Also when the kernel gets
+    no CPU for longer than the start timeout and more (a busy host: here
+    SIGSTOP): it resumes with the timeout long over and the failed start
+    still ending (its hung shell given END_WAIT_S to exit), and the cells
+    wait for that end, not start the shell again."""
     home = tmp_path / "home"
     home.mkdir()
     starts = tmp_path / "starts"
@@ -87,6 +96,12 @@ def test_a_slow_start_is_shown_and_paid_once(jupyter_prefix, start_kernel, tmp_p
     kernel = start_kernel(spec, wait_shell=False, HOME=str(home))
     assert pids_matching(SLOW_MARK), "kernel_info waited for the startup files"
     first, second, third = (kernel.start(f"echo cell-{i}") for i in range(3))
+    if paused:
+        os.kill(kernel.pid, signal.SIGSTOP)
+        try:
+            time.sleep(4 + 5 + 1)  # the start timeout, and more
+        finally:
+            os.kill(kernel.pid, signal.SIGCONT)
     failed = kernel.collect(first, timeout=60)
     assert failed.status == "error", failed.stdout
     error = failed.reply["content"]
