@@ -103,8 +103,8 @@ class Backend(abc.ABC):
     """A bash somewhere, and the bytes to and from it: a handful of verbs.
 
     The session (shell_kernel.session) calls the verbs from its caller thread
-    (start, send, reattach, close) and its interrupt thread
-    (side_command, send); a backend serialises what needs it. Every verb
+    (start, send, reattach, close) and its I/O worker (side_command, send,
+    reattach); a backend serialises what needs it. Every verb
     raises BackendError, with a message for the user, when it cannot do its
     job; the session treats any other exception the same way (see Contained).
     """

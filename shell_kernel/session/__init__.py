@@ -26,7 +26,7 @@ requests on the same queue as the backend's events, so the pump sees them
 in the order they happened. While the caller sends a cell's lines, a lost
 connection is the caller's to mend: the pump records it (lost_unsent), and
 the caller reconnects and sends again if none of the lines went
-(LossMended), or the pump starts the reattach thread once the caller says
+(LossMended), or the pump has the I/O worker reconnect once the caller says
 they went (CellSent).
 
 A start too is a request (ShellStarting), whose future the pump resolves

@@ -2,7 +2,7 @@
 /dev/null where the host cannot give one.
 
 Opened and closed by whichever thread (re)starts the shell: the caller, or
-the reattach thread; path() and lines() run on the caller's thread, before
+the I/O worker's reconnect; path() and lines() run on the caller's thread, before
 a cell; answer_eof() and was_read() on the pump's.
 """
 

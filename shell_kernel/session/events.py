@@ -1,11 +1,12 @@
 """What the other threads tell the pump, and the queue that carries it.
 
-Two kinds: events about the shell (from the backend's readers, the
-reattach thread, the interrupt thread), each with the generation of the
-shell it is about, so that the pump drops those of a replaced shell; and
-requests (from the caller, the kernel's interrupt, close), which are about
-the session whatever its shell. The pump answers a request through what
-the request carries (a cell's events and inbox, a query's future).
+Two kinds: events about the shell (from the backend's readers, the I/O
+worker's reconnect), each with the generation of the shell it is about,
+so that the pump drops those of a replaced shell; and requests (from the
+caller, the kernel's interrupt, close, and the I/O worker's IoDone), which
+are about the session whatever its shell. The pump answers a request
+through what the request carries (a cell's done event and inbox, a
+query's or a start's future).
 """
 
 from __future__ import annotations

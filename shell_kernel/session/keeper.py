@@ -1,7 +1,7 @@
 """The current shell and its backend's lifecycle: start, adopt (a named
 session's shell), restart, reattach (on the caller's thread, or on the
-reattach thread while a cell runs), clean-up at close, and what the user is
-told when a shell is lost.
+session's I/O worker while a cell runs), clean-up at close, and what the
+user is told when a shell is lost.
 
 Which thread writes what (the package docstring has the whole table):
 - the caller (holding the session's run lock), or the I/O worker for
@@ -13,7 +13,7 @@ Which thread writes what (the package docstring has the whole table):
   reattaches) change only under _liveness: shell_lost() and shell_up()
   on its ready frame by the pump; set_lost(), shell_up() and the
   reattach's count by whichever thread brings the shell back (the
-  caller, the reattach thread). All may be read anywhere.
+  caller, the I/O worker). All may be read anywhere.
 - a started shell's readers call its ShellOutput, which has scanners of
   its own (the pump flushes them when the shell ends).
 """

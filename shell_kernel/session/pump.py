@@ -6,7 +6,9 @@ told was shown (Acknowledgements); the running cell (from the caller's
 CellBegun on: its output, end frames, status, lost/replaced, its prompts
 and their timing, its interrupt); a query's answer; the self-close answer;
 and it is the only thread that ends a cell (sets its done event). It
-starts the interrupt and reattach threads, which report back as events.
+drives interrupts (session/escalations.py) and gives the I/O worker its
+jobs (an interrupt's host steps, a mid-cell reconnect), which report back
+as events.
 It answers a shell's start (ShellStarting: its ready frames, or why it
 failed, with what it said meanwhile), reads the keeper's current shell
 (see keeper.py) and writes only, through shell_up() and shell_lost(),

@@ -106,8 +106,8 @@ class RunningCell:
     #: When a key-mode cell that the shell ended is done (monotonic time).
     settle_due: float | None = None
     interrupted: bool = False
-    escalating: bool = False  # an interrupt thread works on it
-    #: The interrupt thread has yet to send the post line again: the next
+    escalating: bool = False  # an interrupt plan works on it
+    #: The interrupt has yet to send the post line again: the next
     #: cell must not go before it, or that cell's $? would be the abandoned
     #: line's (1 on bash 3.2, 128 on 4.2) where 130 belongs.
     post_repeat_due: bool = False
