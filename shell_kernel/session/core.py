@@ -262,4 +262,12 @@ class ShellSession:
             self._events.push(Closing(detach=keeper.outlives_kernel))
         self._pump.thread.join(timeout=CLOSE_JOIN_S)
         if self._pump.thread.is_alive():
+            # Stuck in the host's I/O (a fetch from a host gone silent): the
+            # cell's caller still gets its answer. The pump, if it ever comes
+            # back, ends at its Closing.
             log.warning("the pump did not end within %g s of the close", CLOSE_JOIN_S)
+            cell = self._pump.cell
+            if cell is not None and not cell.done.is_set():
+                cell.lost = ShellExit("the kernel is shutting down")
+                cell.done.set()
+                cell.inbox.put(None)

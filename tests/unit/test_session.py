@@ -173,6 +173,41 @@ def test_an_interrupted_cell_ends_only_after_its_post_line_went_again(fake):
     assert repeats, h.backend.sent[-3:]
 
 
+class SilentHost(FakeShell):
+    """A host that stops answering while the kernel fetches a display's data."""
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.fetching = threading.Event()
+        self.silent = threading.Event()
+
+    def fetch(self, path: str) -> bytes:
+        self.fetching.set()
+        self.silent.wait(30)
+        raise BackendError("the host went silent")
+
+
+def test_close_answers_a_cell_whose_pump_is_stuck_on_the_host(monkeypatch):
+    """Every request gets a reply: a cell still running at close is ended by
+    close() itself when the pump cannot take its Closing (stuck in a fetch)."""
+    monkeypatch.setattr("shell_kernel.session.core.CLOSE_JOIN_S", 0.5)
+    host: list[SilentHost] = []
+
+    def shell() -> SilentHost:
+        host.append(SilentHost(on_cell=lambda src: CellScript(
+            [("stdout", host[0].display("text/plain", b"x"))], hang=True)))
+        return host[0]
+
+    h = Harness(shell)
+    h.session.start()
+    thread, box = h.run_in_thread("display x; sleep 100")
+    assert host[0].fetching.wait(10)
+    h.session.close()
+    result = h.finish(thread, box)
+    assert "shutting down" in result.shell_lost
+    host[0].silent.set()
+
+
 def test_interrupt_when_idle_is_harmless(fake):
     h = fake()
     h.session.interrupt()
