@@ -1,20 +1,18 @@
 """The pump: the one thread ("shell-kernel-pump") that consumes the session's
 events and requests, in order, until the Closing request.
 
-It owns the decoders, the screen clears, the coalescer and what the host is
-told was shown (Acknowledgements); the running cell (from the caller's
-CellBegun on: its output, end frames, status, lost/replaced, its prompts
-and their timing, its interrupt); a query's answer; the self-close answer;
-and it is the only thread that ends a cell (sets its done event). It
-drives interrupts (session/escalations.py) and gives the I/O worker its
-jobs (an interrupt's host steps, a mid-cell reconnect), which report back
-as events.
-It answers a shell's start (ShellStarting: its ready frames, or why it
-failed, with what it said meanwhile), reads the keeper's current shell
-(see keeper.py) and writes only, through shell_up() and shell_lost(),
-whether the shell is up.
+It owns the decoders, the screen clears, the coalescer, the prompt tracker
+(prompt_tracker.py) and what the host is told was shown (Acknowledgements);
+the running cell from the caller's CellBegun on (its output, end frames,
+status, lost/replaced, prompts, interrupt); a query's answer; the
+self-close answer; a start's answer (ShellStarting: its ready frames, or
+why it failed, with what it said meanwhile). It is the only thread that
+ends a cell (sets its done event). It drives interrupts (escalations.py)
+and gives the I/O worker its jobs (an interrupt's host steps, a mid-cell
+reconnect), which report back as events. Of the keeper's current shell
+(keeper.py) it reads what it needs and writes only, through shell_up()
+and shell_lost(), whether the shell is up.
 """
-
 from __future__ import annotations
 
 import logging
@@ -24,17 +22,17 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import prompts, protocol
+from .. import protocol
 from ..acknowledgements import Acknowledgements
 from ..backends import BackendError, ShellExit
 from ..interrupts import EscalationResult, Outcome, interrupt_plan
 from ..output import TTY_TIE_SECONDS, Coalescer, DisplaySink, ScreenClears, Sink, StreamDecoder
-from ..prompts import Prompt
 from .escalations import Escalations
 from .events import (CellBegun, CellLost, CellSent, Closing, Event, EventQueue, Exited, FrameSeen,
                      InterruptAsked, IoDone, LossMended, Notice, Output, PromptAnswered,
                      QueryAsked, Reattached, REQUESTS, SelfCloseAsked, ShellStarting, StartEnded)
 from .io_worker import IoWorker
+from .prompt_tracker import PromptTracker
 from .keeper import Keeper
 from .types import Options, RunningCell
 
@@ -68,7 +66,6 @@ class Pump:
             finished=self._interrupt_finished)
         #: The running cell, from its CellBegun until it is done.
         self.cell: RunningCell | None = None
-        self._held_prompt: Prompt | None = None  # the coalescer holds output behind its text
         self._query: tuple[int, Future] | None = None  # the query awaiting its reply
         self._start: _Start | None = None  # the shell starting, until it answers
         #: What a terminal says of itself on the shell's stderr (see protocol.TtyNoiseFilter).
@@ -81,15 +78,12 @@ class Pump:
         self._coalescer = Coalescer(self._show, interval=options.flush_interval)
         if options.tty:  # two `script` copies: see output.TTY_TIE_SECONDS
             self._coalescer.tie_window = TTY_TIE_SECONDS
+        self._prompts = PromptTracker(self._coalescer, keeper, self._interrupt)
         self.thread = threading.Thread(target=self._run, name="shell-kernel-pump", daemon=True)
         self.thread.start()
 
     def terminal_opened(self) -> None:
-        """Cells may prompt from now on: a partial line waits a moment, in case
-        it is a question (see prompts.PARTIAL_HOLD_SECONDS)."""
-        self._coalescer.partial_hold = prompts.PARTIAL_HOLD_SECONDS
-        self._coalescer.partial_looks = prompts.PARTIAL_HOLD_LOOKS
-        self._coalescer.partial_hold_max = prompts.PARTIAL_HOLD_MAX_SECONDS
+        self._prompts.terminal_opened()
 
     def _run(self) -> None:
         while True:
@@ -105,8 +99,8 @@ class Pump:
             if self.cell is not None:
                 self._end_if_over(self.cell)  # a key-mode cell's settle time
             try:
-                self._settle_prompt()
-                self._prompt_if_due()
+                self._prompts.settle()
+                self._prompts.ask_if_due(self.cell)
             except Exception:  # noqa: BLE001
                 log.exception("while prompting")
             self._coalescer.flush_if_due()
@@ -115,7 +109,8 @@ class Pump:
 
     def _deadline(self) -> float | None:
         settle_due = self.cell.settle_due if self.cell is not None else None
-        return min((due for due in (self._coalescer.deadline(), self._prompt_due(), settle_due,
+        return min((due for due in (self._coalescer.deadline(), self._prompts.due(self.cell),
+                                    settle_due,
                                     self._escalations.due())
                     if due is not None), default=None)
 
@@ -134,7 +129,7 @@ class Pump:
         self._sink(stream, text)
 
     def _on_output_event(self, event: Output) -> None:
-        self._settle_prompt()  # an answer given is behind this output
+        self._prompts.settle()  # an answer given is behind this output
         self._handle_data(event.stream, event.data)
 
     def _on_notice(self, event: Notice) -> None:
@@ -194,13 +189,7 @@ class Pump:
             event.answered.set()
 
     def _on_prompt_answered(self, event: PromptAnswered) -> None:
-        cell, prompt = event.cell, event.prompt
-        if cell is not self.cell or cell.prompt is not prompt:
-            return
-        if event.answered:
-            prompt.answered = event.answered
-        cell.prompt = None  # the next read may be asked now
-        self._settle_prompt()
+        self._prompts.on_answered(self.cell, event)
 
     def _on_interrupt_asked(self, event: InterruptAsked) -> None:
         cell = self.cell
@@ -328,11 +317,11 @@ class Pump:
         elif isinstance(frame, protocol.EndFrame):
             self._on_end(frame)
         elif isinstance(frame, protocol.ReadingFrame):
-            self._on_reading(frame)
+            self._prompts.on_reading(self.cell, frame)
         elif isinstance(frame, protocol.ReadDoneFrame):
-            self._on_read_done(frame)
+            self._prompts.on_read_done(self.cell, frame)
         elif isinstance(frame, protocol.LookedFrame):
-            self._on_looked()
+            self._prompts.on_looked(self.cell)
         else:
             log.error("bug: a frame of unknown kind %r", frame)
 
@@ -459,105 +448,14 @@ class Pump:
         self._end_cell(cell)
 
     def _end_cell(self, cell: RunningCell) -> None:
-        self._settle_prompt(ended=True)
+        self._prompts.cell_ended(cell)
         for stream, decoder in self._decoders.items():
             self._coalescer.add(stream, self._clears[stream].flush()
                                 + decoder.decode(b"", final=True))
         self._coalescer.flush()
-        if cell.prompt is not None:
-            cell.prompt.over.set()
         if self.cell is cell:
             self.cell = None  # its fields are the caller's from now on
         cell.shell_ended.set()
         cell.done.set()
         cell.inbox.put(None)
         self._escalations.cell_ended(cell)
-
-    # --------------------------------------------------------------- prompts
-    def _on_reading(self, frame: protocol.ReadingFrame) -> None:
-        cell = self.cell
-        self._keeper.input.was_read()
-        if cell is not None and not cell.done.is_set() and not cell.catch_up:
-            cell.reads.append((frame, time.monotonic()))
-
-    def _on_read_done(self, frame: protocol.ReadDoneFrame) -> None:
-        cell = self.cell
-        if cell is None:
-            return
-        key = (frame.pid, frame.reads)
-        cell.reads = [(read, due) for read, due in cell.reads if (read.pid, read.reads) != key]
-        cell.read_marks.pop(protocol.read_mark(*key), None)
-        if cell.prompt is not None and cell.prompt.key == key:
-            cell.prompt.over.set()  # e.g. read -t timed out: the question is moot
-
-    def _on_looked(self) -> None:
-        # A read reported and not yet asked is the partial line's: its look
-        # lets nothing go (see _prompt_due).
-        cell = self.cell
-        if cell is None or not cell.reads:
-            self._coalescer.looked()
-
-    def _prompt_due(self) -> float | None:
-        """When the oldest reported read becomes a prompt. The output and the
-        report travel separately: a marked read, once its marks have come
-        back on both streams (its text is then all in; a mark lost on the
-        way costs MARK_WAIT_SECONDS); else at once if the output ends with a
-        partial line (its text), or a moment later, in case the text is
-        still on its way."""
-        cell = self.cell
-        if cell is None or not cell.reads or cell.prompt is not None:
-            return None
-        frame, reported = cell.reads[0]
-        if frame.marked:
-            marks = cell.read_marks.get(protocol.read_mark(frame.pid, frame.reads), ())
-            if len(marks) == len(protocol.STREAMS):
-                return reported
-            return reported + prompts.MARK_WAIT_SECONDS
-        if self._coalescer.holds_partial:
-            return reported + self._keeper.output_lag
-        return reported + prompts.SETTLE_SECONDS
-
-    def _settle_prompt(self, ended: bool = False) -> None:
-        """Once the open question is answered or over, the output held
-        behind its text goes out (with the text, if nobody answered)."""
-        prompt = self._held_prompt
-        if prompt is not None and (prompt.answered or prompt.over.is_set() or ended):
-            self._held_prompt = None
-            self._coalescer.release_prompt(prompt.answered)
-
-    def _prompt_if_due(self) -> None:
-        """Turn the oldest reported read into a prompt, once its text had time
-        to arrive: the partial line the output ends with. Without anyone to
-        ask, the read gets end-of-file, and the cell a notice (once)."""
-        due = self._prompt_due()
-        if due is None or time.monotonic() < due or self.cell.done.is_set():
-            return
-        cell = self.cell
-        info = self._keeper.info
-        frame, _ = cell.reads.pop(0)
-        cell.read_marks.pop(protocol.read_mark(frame.pid, frame.reads), None)
-        if prompts.needs_terminal(frame):
-            cell.key_mode = True
-            self._coalescer.drop_screen()
-            self._coalescer.flush()
-            self._coalescer.add("stderr", prompts.needs_terminal_notice(
-                prompts.asking_command(frame, info.pid if info else 0)))
-            self._coalescer.flush()
-            self._interrupt(cell)
-            return
-        # The text may have gone out as output already (reported late): asked
-        # anyway, it is the prompt's too; else it would be output twice.
-        stream, text = self._coalescer.take_partial(shown=cell.ask is not None)
-        self._coalescer.flush()
-        prompt = prompts.make_prompt(frame, text, info.pid if info else 0)
-        if cell.ask is not None:
-            cell.prompt = self._held_prompt = prompt
-            self._coalescer.hold_prompt(stream, text)
-            cell.inbox.put(prompt)
-            return
-        self._coalescer.add(stream, text)
-        if not cell.told_no_input:
-            cell.told_no_input = True
-            self._coalescer.add("stderr", ("\n" if text else "") + prompts.no_input_notice(prompt.command))
-        self._coalescer.flush()
-        self._keeper.input.answer_eof()
