@@ -159,8 +159,8 @@ Event = Union[ShellEvent, Request]
 
 
 class EventQueue:
-    """Events in order, from any thread to the pump; push() blocks while
-    more than MAX_QUEUED_BYTES of output wait (back-pressure on the readers)."""
+    """Events in order, from any thread to the pump; pushing output blocks
+    while more than MAX_QUEUED_BYTES of it wait (back-pressure on the readers)."""
 
     def __init__(self):
         self._cond = threading.Condition()
@@ -171,8 +171,11 @@ class EventQueue:
         self.closed = False
 
     def push(self, event: Event, size: int = 0) -> None:
+        """size: the output bytes the event holds. Only output waits for room:
+        a request or a frame goes at once (an interrupt of a cell that floods
+        its output must not wait behind that output)."""
         with self._cond:
-            while self._queued > MAX_QUEUED_BYTES and not self.closed:
+            while size and self._queued > MAX_QUEUED_BYTES and not self.closed:
                 self._cond.wait(0.5)
             self._events.append(event)
             self._queued += size
