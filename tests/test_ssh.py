@@ -225,27 +225,47 @@ def test_noisy_login_and_minimal_host_without_python(tmp_path, ssh_kernel):
 
 def test_a_read_after_the_commands_eof_waits_for_its_exit_without_turning(sshd, monkeypatch):
     """Between a command's EOF (its output closed) and its exit status, a read
-    waits: paramiko keeps a channel's descriptor readable from the EOF on, so a
-    select there would return at once, over and over, until the status came."""
-    from shell_kernel.backends.ssh import backend as ssh_backend
+    waits: paramiko keeps a channel's readiness set from the EOF on, so a wait
+    for data there would return at once, over and over, until the status came."""
+    import paramiko
+    from shell_kernel.backends.ssh.backend import SSHChannel
     from shell_kernel.backends.ssh.connect import connect
     from shell_kernel.backends.ssh.target import resolve
     clients = connect(resolve("testhost", str(sshd.ssh_config)))
     try:
-        channel = ssh_backend.SSHChannel(clients[-1].get_transport(),
-                                         b"echo out; exec >&- 2>&-; sleep 1; exit 3")
-        selects_after_eof = []
-        real_select = ssh_backend.select.select
+        channel = SSHChannel(clients[-1].get_transport(),
+                             b"echo out; exec >&- 2>&-; sleep 1; exit 3")
+        looks_after_eof = []  # each turn of the read loop looks whether stdout has data
+        real_ready = paramiko.Channel.recv_ready
 
-        def counted(readable, *rest):
-            selects_after_eof.extend(c for c in readable if c.eof_received)
-            return real_select(readable, *rest)
+        def counted(self):
+            looks_after_eof.extend([self] if self.eof_received else [])
+            return real_ready(self)
 
-        monkeypatch.setattr(ssh_backend.select, "select", counted)
+        monkeypatch.setattr(paramiko.Channel, "recv_ready", counted)
         assert channel.read(timeout=10) == ("stdout", b"out\n")
         assert channel.read(timeout=10) is None
         assert channel.exit().status == 3
-        assert selects_after_eof == []
+        assert len(looks_after_eof) < 100  # a turn per half second of waiting (a spin: 100,000)
     finally:
         for client in reversed(clients):
             client.close()
+
+
+def test_a_send_on_a_connection_found_gone_says_none_of_it_went(sshd):
+    """The cell's send that meets a dropped connection (before its end was
+    read) is NothingSent, which the shell reports as NotSent: a durable
+    session then reconnects and sends the cell, as when the loss came first."""
+    import pytest
+    from shell_kernel.backends.channel.channels import NothingSent
+    from shell_kernel.backends.ssh.backend import SSHChannel
+    from shell_kernel.backends.ssh.connect import connect
+    from shell_kernel.backends.ssh.target import resolve
+    clients = connect(resolve("testhost", str(sshd.ssh_config)))
+    channel = SSHChannel(clients[-1].get_transport(), b"cat")
+    channel.send(b"one\n")
+    assert channel.read(timeout=10) == ("stdout", b"one\n")
+    for client in reversed(clients):
+        client.close()
+    with pytest.raises(NothingSent):
+        channel.send(b"two\n")

@@ -21,6 +21,11 @@ from ...shell import host_words, script
 log = logging.getLogger("shell_kernel.backends")
 
 
+class NothingSent(OSError):
+    """Channel.send failed before any of the data went (the channel or its
+    transport was found gone as the write began)."""
+
+
 class ChannelExit(NamedTuple):
     status: int  # -1 while unknown (still running, or gone without one)
     signal: str | None  # the signal that ended it ("KILL"), if one did
@@ -40,7 +45,8 @@ class Channel(Protocol):
         Raises TimeoutError when nothing came within timeout seconds."""
 
     def send(self, data: bytes) -> None:
-        """Write all of data to the command's stdin; raises OSError when it cannot."""
+        """Write all of data to the command's stdin; raises OSError when it
+        cannot (NothingSent when none of it went)."""
 
     def exit(self) -> ChannelExit:
         """How the command ended (status -1 while that is not known)."""

@@ -14,7 +14,7 @@ import threading
 
 from .. import (BackendError, ExitCallback, NotSent, OutputCallback, ShellExit, Started,
                 describe_error, start_reader)
-from .channels import Channel, Channels, command
+from .channels import Channel, Channels, NothingSent, command
 
 
 class ChannelShell:
@@ -68,6 +68,10 @@ class ChannelShell:
                 raise NotSent("the shell is not running")
             try:
                 channel.send(data)
+            except NothingSent as err:
+                # Found gone only as the write began (its end not yet read):
+                # as when it was seen closed first.
+                raise NotSent(f"{self._channels.link} is gone: {err}") from err
             except OSError as err:
                 raise BackendError(f"{self._channels.link} is gone: {err}") from err
 

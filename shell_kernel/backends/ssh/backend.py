@@ -12,7 +12,6 @@ a short one per ping); the shell's reader thread reads its channel.
 from __future__ import annotations
 
 import logging
-import select
 import threading
 import time
 from typing import Callable
@@ -23,7 +22,7 @@ from .. import (BackendError, Capabilities, ExitCallback, OutputCallback, Starte
                 bash_argv)
 from ..channel.backend import ChannelBackend
 from ..channel.shell import DirectShell
-from ..channel.channels import ChannelExit, SideShell
+from ..channel.channels import ChannelExit, NothingSent, SideShell
 from ..channel.durable import DurableShell
 from .connect import CONNECT_TIMEOUT, connect, record_exit_signals, round_trip
 from .target import SSHTarget
@@ -48,6 +47,14 @@ class SSHChannel:
             raise OSError(str(err)) from err
         self._transport = transport
         self._stderr_first = False  # the streams take turns
+        # One event for both streams, which paramiko sets as data (or the end)
+        # comes and clears as a stream is read empty; read() looks at both
+        # streams before it waits. (select on the channel would need
+        # Channel.fileno's OS pipe: two descriptors per channel, and a write
+        # and a read of it per packet.)
+        self._arrived = threading.Event()
+        self._channel.in_buffer.set_event(self._arrived)
+        self._channel.in_stderr_buffer.set_event(self._arrived)
 
     @property
     def closed(self) -> bool:
@@ -78,19 +85,25 @@ class SSHChannel:
                     raise TimeoutError("nothing to read")
             if channel.eof_received:
                 # No more data can come, only the exit status or the close,
-                # which set status_event. (paramiko keeps the channel's
-                # fileno readable from the EOF on: select would return at
-                # once, over and over, until they come: hundreds of turns
-                # as a shell ends.)
+                # which set status_event. (The streams' event stays set from
+                # the EOF on: waiting on it would return at once, over and
+                # over, until they come.)
                 channel.status_event.wait(wait)
             else:
-                select.select([channel], [], [], wait)
+                self._arrived.wait(wait)
 
     def send(self, data: bytes) -> None:
+        sent = 0  # bytes in packets written whole (a packet that fails is not read there)
         try:
-            self._channel.sendall(data)
-        except (paramiko.SSHException, EOFError) as err:  # EOFError: the connection closed
-            raise OSError(str(err) or "the connection closed") from err
+            while sent < len(data):
+                written = self._channel.send(data[sent:])
+                if not written:  # paramiko's word for a channel closed meanwhile
+                    raise OSError("the channel is closed")
+                sent += written
+        # EOFError: the connection closed; OSError: the channel did.
+        except (paramiko.SSHException, EOFError, OSError) as err:
+            message = str(err) or "the connection closed"
+            raise (OSError if sent else NothingSent)(message) from err
 
     def exit(self) -> ChannelExit:
         # paramiko reports -1 when the channel closed without an exit status.
