@@ -10,16 +10,19 @@ cell's post line (repeated) and a side channel found failing (suspect).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..backends import BackendError
-from ..interrupts import (EscalationResult, HostStep, Pause, Plan, Step, Suspect, WaitEnd,
-                          WaitReattached)
+from ..backends import BackendError, describe_error
+from ..interrupts import (EscalationResult, HostStep, Outcome, Pause, Plan, Step, Suspect,
+                          WaitEnd, WaitReattached)
 from .events import IoDone
 from .io_worker import IoWorker
 from .types import RunningCell
+
+log = logging.getLogger("shell_kernel.session")
 
 
 @dataclass
@@ -95,6 +98,12 @@ class Escalations:
             except StopIteration as stop:
                 self._runs.remove(run)
                 self._finished(run.cell, stop.value)
+                return
+            except Exception as err:  # noqa: BLE001 - a bug in the plan: the cell is not stopped
+                log.exception("the interrupt of cell %d failed", run.cell.seq)
+                self._runs.remove(run)
+                self._finished(run.cell, EscalationResult(Outcome.UNREACHABLE, BackendError(
+                    f"the interrupt failed ({describe_error(err)})")))
                 return
             error, value = None, None
             run.step, run.job, run.due = step, None, None

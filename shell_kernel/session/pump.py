@@ -95,24 +95,33 @@ class Pump:
                     self._handle(event)
                 except Exception:  # noqa: BLE001 - the pump must outlive one bad event
                     log.exception("while handling %s", type(event).__name__)
-            self._escalations.tick()
-            if self.cell is not None:
-                self._end_if_over(self.cell)  # a key-mode cell's settle time
             try:
-                self._prompts.settle()
-                self._prompts.ask_if_due(self.cell)
-            except Exception:  # noqa: BLE001
-                log.exception("while prompting")
-            self._coalescer.flush_if_due()
-            if self._coalescer.deadline() is None:  # all shown: frames too are acknowledged
-                self._shown.before_showing()
+                self._after_events()
+            except Exception:  # noqa: BLE001 - the pump must outlive a bug here too
+                log.exception("after handling events")
+
+    def _after_events(self) -> None:
+        """What comes due with time: an interrupt's next step, a key-mode
+        cell's end, a prompt, the coalesced output, the acknowledgement."""
+        self._escalations.tick()
+        if self.cell is not None:
+            self._end_if_over(self.cell)  # a key-mode cell's settle time
+        self._prompts.settle()
+        self._prompts.ask_if_due(self.cell)
+        self._coalescer.flush_if_due()
+        if self._coalescer.deadline() is None:  # all shown: frames too are acknowledged
+            self._shown.before_showing()
 
     def _deadline(self) -> float | None:
-        settle_due = self.cell.settle_due if self.cell is not None else None
-        return min((due for due in (self._coalescer.deadline(), self._prompts.due(self.cell),
-                                    settle_due,
-                                    self._escalations.due())
-                    if due is not None), default=None)
+        """When the pump must look again without an event (the queue asks it)."""
+        try:
+            settle_due = self.cell.settle_due if self.cell is not None else None
+            return min((due for due in (self._coalescer.deadline(), self._prompts.due(self.cell),
+                                        settle_due, self._escalations.due())
+                        if due is not None), default=None)
+        except Exception:  # noqa: BLE001 - a bug here must not end the pump: look again soon
+            log.exception("while computing the next deadline")
+            return time.monotonic() + 0.1
 
     def _handle(self, event: Event) -> None:
         handler = self._HANDLERS.get(type(event))

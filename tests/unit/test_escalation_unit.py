@@ -6,7 +6,10 @@ tests/test_interrupt.py."""
 
 from __future__ import annotations
 
-from shell_kernel.interrupts import HostStep, Outcome, Pause, WaitEnd, escalation
+from types import SimpleNamespace
+
+from shell_kernel.interrupts import EscalationResult, HostStep, Outcome, Pause, WaitEnd, escalation
+from shell_kernel.session.escalations import Escalations
 
 
 class HostReaper:
@@ -86,3 +89,27 @@ def test_a_cell_whose_end_is_slow_to_come_keeps_its_shell():
     host = HostReaper(ends_on="INT", arrives_after=3)
     assert escalate(host).outcome is Outcome.ENDED
     assert host.steps == ["INT", "TERM", "KILL", "ended?", "leftovers TERM"]
+
+
+def test_a_plan_that_fails_ends_as_unreachable_and_its_driver_goes_on():
+    """A bug in an interrupt's plan must not end the pump (which drives it):
+    the cell is told it could not be interrupted, and other plans go on."""
+    finished = []
+    escalations = Escalations(io=None, reattached_since=lambda since: False,
+                              repeated=lambda cell: None, suspect=lambda cell: None,
+                              finished=lambda cell, result: finished.append((cell.seq, result)))
+
+    def broken():
+        raise RuntimeError("a bug")
+        yield  # a generator, as plans are
+
+    def pausing():
+        yield Pause(0.0)
+        return EscalationResult(Outcome.ENDED)
+
+    escalations.start(SimpleNamespace(seq=1), broken())
+    escalations.start(SimpleNamespace(seq=2), pausing())
+    escalations.tick()
+    (seq, failed), (other, ended) = finished
+    assert (seq, failed.outcome) == (1, Outcome.UNREACHABLE) and "a bug" in str(failed.error)
+    assert (other, ended.outcome) == (2, Outcome.ENDED)
