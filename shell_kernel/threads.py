@@ -50,12 +50,12 @@ THREADS = (
                "lost; gives the I/O worker its jobs"),
     ThreadKind("shell-kernel-local-reader", (LOCAL, LOCAL_NAMED),
                "the local shell's pipes, or a local named session's relay: "
-               "Keeper.on_output (frame scanning), then push",
-               "the current generation's scanners (one reader per stream at a time)"),
+               "keeper.ShellOutput.on_output (frame scanning), then push",
+               "its shell's scanners (one reader per stream at a time)"),
     ThreadKind("shell-kernel-ssh-reader", EVERY_SSH,
-               "a shell on an SSH channel (backends/channel/shell.py): Keeper.on_output, "
-               "then push",
-               "the current generation's scanners"),
+               "a shell on an SSH channel (backends/channel/shell.py): "
+               "keeper.ShellOutput.on_output, then push",
+               "its shell's scanners"),
     ThreadKind("shell-kernel-terminal", (LOCAL, LOCAL_NAMED),
                "the local prompt terminal's output (prompts.InputTerminal)",
                "pushes the prompt watcher's frames"),
