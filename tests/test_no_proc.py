@@ -214,18 +214,25 @@ def watch(shell_pid: int, state_dir, env: dict, seconds: float, until=None) -> l
         return list(frames)
 
 
-def test_a_look_that_a_cell_ended_during_is_not_taken_for_the_cell(tmp_path):
-    """The watcher found a cell running, then ps looked (slowly: on a busy
-    host the cell ended meanwhile) and saw the shell in a read -t: that is
-    the shell between cells (its reset of the terminal before the next one
-    reads with read -t), not the cell's read (taken for one, it would be
-    asked as 'read' and answered with the next cell's input, or end-of-file)."""
+def cell_five_running(tmp_path):
+    """A state directory whose shell runs cell 5 (cell 4 ended), and an empty
+    directory for stub programs to put first on PATH."""
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     (state / "cell").write_text("5\n")
     (state / "status").write_text("4\n0\n/\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    return state, bin_dir
+
+
+def test_a_look_that_a_cell_ended_during_is_not_taken_for_the_cell(tmp_path):
+    """The watcher found a cell running, then ps looked (slowly: on a busy
+    host the cell ended meanwhile) and saw the shell in a read -t: that is
+    the shell between cells (its reset of the terminal before the next one
+    reads with read -t), not the cell's read (taken for one, it would be
+    asked as 'read' and answered with the next cell's input, or end-of-file)."""
+    state, bin_dir = cell_five_running(tmp_path)
     # ps as the watcher calls it: the cell ends while it looks, once.
     (bin_dir / "ps").write_text(
         f"#!/bin/sh\nif [ ! -e '{tmp_path}/ended' ]; then : > '{tmp_path}/ended'\n"
@@ -253,12 +260,7 @@ def test_a_reader_gone_before_its_report_is_not_reported(no_proc, tmp_path):
     the modes may be another's (a program's key mode), so it is not reported
     (as a nameless process reading keys, it would be taken for one that
     needs a terminal, and the cell interrupted); a read after it is."""
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
-    (state / "cell").write_text("5\n")
-    (state / "status").write_text("4\n0\n/\n")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    state, bin_dir = cell_five_running(tmp_path)
     # stty as report() calls it, the first time: the first reader ends (its
     # parent, the stand-in, reaps it) before stty says the modes.
     (bin_dir / "stty").write_text(
