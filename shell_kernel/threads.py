@@ -21,8 +21,8 @@ KERNEL, FLEET = "kernel", "run --hosts"
 
 #: What makes a thread start, besides the session itself (None: every
 #: session of its kinds starts it once, as it starts its shell).
-INTERRUPT, OUTPUT, PING, PROXY, SIDE_TIMEOUT, CELL_TIMEOUT = (
-    "the first interrupt or mid-cell reconnect", "output received", "each keepalive ping",
+FIRST_CELL, OUTPUT, PING, PROXY, SIDE_TIMEOUT, CELL_TIMEOUT = (
+    "the first cell, query or interrupt", "output received", "each keepalive ping",
     "a ProxyCommand", "a side command timed out", "each cell with --timeout")
 
 
@@ -32,7 +32,7 @@ class ThreadKind:
     where: tuple[str, ...]  # session kinds (SESSIONS), or KERNEL / FLEET
     runs: str
     owns: str
-    when: str | None = None  # INTERRUPT ... or None
+    when: str | None = None  # FIRST_CELL ... or None
 
 
 THREADS = (
@@ -46,8 +46,9 @@ THREADS = (
                "decoders, screen clears, coalescer, acknowledgements, the running cell from "
                "the caller's CellBegun until it is done (progress, prompts, interrupt), a "
                "query's reply, the self-close answer, the start's answer; the only thread "
-               "that ends a cell; drives interrupts (session/escalations.py); marks the shell "
-               "lost; gives the I/O worker its jobs"),
+               "that ends a cell; drives interrupts (session/escalations.py); the keeper's "
+               "shell state (up, lost, reattaches: the only writer, other threads ask with "
+               "KeeperChange); gives the I/O worker its jobs"),
     ThreadKind("shell-kernel-local-reader", (LOCAL, LOCAL_NAMED),
                "the local shell's pipes, or a local named session's relay: "
                "keeper.ShellOutput.on_output (frame scanning), then push",
@@ -64,11 +65,13 @@ THREADS = (
                "pushes the prompt watcher's frames"),
     ThreadKind("shell-kernel-io", SESSIONS,
                "session/io_worker.py: the session's blocking host I/O off the pump's and the "
-               "caller's paths, one job at a time: an interrupt's host steps (reap.sh, the "
-               "post line again), a durable session's reconnect under a running cell",
-               "nothing of the session: pushes each job's outcome (IoDone) and a reconnect's "
-               "progress, failure or success (Reattached); the pump drives the interrupt "
-               "itself (session/escalations.py)", INTERRUPT),
+               "caller's paths, one job at a time: a cell's lines (with the reconnect of a "
+               "durable session found gone before they went), a query's line, an "
+               "interrupt's host steps (reap.sh, the post line again), a durable session's "
+               "reconnect under a running cell",
+               "nothing of the session: pushes each job's outcome (IoDone), a reconnect's "
+               "progress (Notice), success (Reattached, LossMended) or failure, and asks the "
+               "pump to change the shell's state (KeeperChange)", FIRST_CELL),
     ThreadKind("shell-kernel-sweep", SESSIONS,
                "Backend.sweep, once per started shell",
                "nothing of the session"),

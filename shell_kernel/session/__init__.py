@@ -23,19 +23,20 @@ The pump owns the running session: the caller hands it a cell (CellBegun)
 and waits on the cell's done event and inbox (prompts to answer), a query
 waits on its future; an interrupt, the caller's answers and close() are
 requests on the same queue as the backend's events, so the pump sees them
-in the order they happened. While the caller sends a cell's lines, a lost
-connection is the caller's to mend: the pump records it (lost_unsent), and
-the caller reconnects and sends again if none of the lines went
-(LossMended), or the pump has the I/O worker reconnect once the caller says
-they went (CellSent).
+in the order they happened. The pump has the I/O worker send a cell's or a
+query's lines; while a cell's lines are being sent, a lost connection is
+recorded (lost_unsent): the I/O worker reconnects and sends again if none
+of the lines went (LossMended), or the pump has it reconnect once they went.
 
 A start too is a request (ShellStarting), whose future the pump resolves
-with the shell's ready frame or why it failed. Still outside the queue: the
-keeper's current shell (backend, generation and its ShellOutput under its
-shell lock, which close reads; up/lost/attachments under its liveness
-lock), which the caller replaces on start and restart and the I/O worker
-on a mid-cell reconnect. A started shell's readers scan its output with
-scanners of its own and push what they find.
+with the shell's ready frame or why it failed. The current shell's state
+(up, lost, reattaches) is the pump's alone: the caller (adopting a named
+session's shell, restarting, reconnecting) and the I/O worker (a mid-cell
+reconnect) ask it to change it (KeeperChange) and wait until it did.
+Still outside the queue: the keeper's backend, generation and ShellOutput,
+which the caller replaces on start and restart under the keeper's shell
+lock, which close() reads them under. A started shell's readers scan its
+output with scanners of their own and push what they find.
 """
 
 from .core import ShellSession

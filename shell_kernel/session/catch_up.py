@@ -11,29 +11,28 @@ import secrets
 from typing import Callable
 
 from .. import protocol
-from ..backends import Attached, BackendError, ShellExit
+from ..backends import Attached
 from ..named_sessions import catch_up_end, catch_up_header
 from ..output import Sink
-from .events import CellLost, EventQueue
 from .keeper import Keeper
 from .types import RunningCell
 
 
-def catch_up(attached: Attached, keeper: Keeper, events: EventQueue, sink: Sink,
+def catch_up(attached: Attached, keeper: Keeper, sink: Sink,
              begin: Callable[..., RunningCell], finish: Callable[[RunningCell], None]
              ) -> RunningCell:
     """The shell prints a barrier after the earlier kernel's cell; the
-    backlog ends there. begin(seq, **fields) makes the running cell,
-    finish(cell) retires it. Returns the cell, ended."""
+    backlog ends there. begin(seq, send, **fields) makes the running cell,
+    which the pump has sent with send(cell); finish(cell) retires it.
+    Returns the cell, ended."""
     if attached.last_seq and (attached.running or attached.backlog):
         sink("stderr", catch_up_header(attached))
-    cell = begin(attached.last_seq, catch_up=secrets.token_hex(8))
-    try:
+
+    def send(cell: RunningCell) -> None:  # the I/O worker
         keeper.backend.open_output()
         keeper.backend.send(protocol.barrier_line(cell.catch_up))
-    except BackendError as err:
-        cell.not_sent = True
-        events.push(CellLost(cell.generation, ShellExit(str(err), connection_lost=True)))
+
+    cell = begin(attached.last_seq, send, catch_up=secrets.token_hex(8))
     cell.done.wait()
     finish(cell)
     if cell.lost is None and cell.status is not None:

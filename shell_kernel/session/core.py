@@ -20,8 +20,8 @@ from ..failure import failed_command
 from ..output import DisplaySink, OutputLimit, Sink
 from ..prompts import InputTerminal, Prompt
 from .catch_up import catch_up
-from .events import (CellBegun, CellLost, CellSent, Closing, EventQueue, InterruptAsked,
-                     LossMended, PromptAnswered, QueryAsked)
+from .events import (CellBegun, Closing, EventQueue, InterruptAsked, LossMended, Notice,
+                     PromptAnswered, QueryAsked)
 from .keeper import Keeper
 from .pump import Pump
 from .types import CellRecord, Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
@@ -109,8 +109,7 @@ class ShellSession:
             started = time.monotonic()
             if attached is not None:
                 self._seq = max(self._seq, attached.last_seq)  # the shell numbers its cells on
-                caught_up = catch_up(attached, keeper, self._events, self._sink,
-                                     self._begin, self._finish)
+                caught_up = catch_up(attached, keeper, self._sink, self._begin, self._finish)
                 if caught_up.lost is not None or caught_up.interrupted:
                     return self._result(caught_up)  # this cell's own code does not run
             prepared = protocol.prepare_cell(code)
@@ -118,20 +117,20 @@ class ShellSession:
                 self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "
                            "(bash cannot hold them in a command).\n")
             self._seq += 1
-            cell = self._begin(self._seq, source=prepared.source, ask=ask, sending=True,
-                               started=started)
+            cell = self._begin(self._seq, lambda cell: self._send(cell, prepared.source),
+                               source=prepared.source, ask=ask, started=started)
             log.debug("cell %d starts", cell.seq)
-            terminal = self._send(cell, prepared.source)
-            self._wait_answering(cell, terminal)
+            self._wait_answering(cell)
             self._finish(cell)
             if cell.cwd is not None:
                 keeper.last_cwd = cell.cwd
             return self._result(cell)
 
     def _send(self, cell: RunningCell, source: bytes) -> InputTerminal | None:
-        """Send the cell's lines; returns the prompt terminal it reads. A
-        durable shell whose connection was found gone before any of them
-        went is reconnected first (as the next cell would), then sent them."""
+        """Send the cell's lines (the I/O worker); returns the prompt terminal
+        they point its reads at. A durable shell whose connection was found
+        gone before any of them went is reconnected first (as the next cell
+        would), then sent them. Raises BackendError when they did not go."""
         keeper = self._keeper
         reconnected = False
         while True:
@@ -139,52 +138,46 @@ class ShellSession:
             lines = keeper.input.lines(terminal) + protocol.eval_lines(source, cell.seq)
             try:
                 keeper.backend.send(lines)
-                break
-            except NotSent as err:
+                return terminal
+            except NotSent:
                 keeper.input.forget_sent()
-                if not reconnected and keeper.can_reattach and self._reconnect(cell):
-                    reconnected = True
-                    continue
-                error: BackendError = err
-            except BackendError as err:
-                error = err
-            # Never started: for a durable backend the shell itself is fine.
-            cell.not_sent = True
-            self._events.push(CellLost(cell.generation, ShellExit(
-                str(error), connection_lost=keeper.can_reattach)))
-            break
-        self._events.push(CellSent(cell))
-        return terminal
+                if reconnected or not keeper.can_reattach or not self._reconnect(cell):
+                    raise
+                reconnected = True
 
     def _reconnect(self, cell: RunningCell) -> bool:
-        """The connection was found gone as the cell was sent: True once the
-        same shell is reachable again (reconnecting here, with the notices on
-        the cell's stderr)."""
+        """The connection was found gone as the cell was sent (the I/O
+        worker): True once the same shell is reachable again, with the
+        notices on the cell's stderr."""
         keeper = self._keeper
         if not keeper.down.wait(LOSS_SEEN_S):  # the pump has the backend's report of the loss
             return False
         try:
-            keeper.reattach(lambda text: self._sink("stderr", text))
+            keeper.reattach(lambda text: self._events.push(Notice(cell.generation, text)))
         except (SessionGone, SessionError) as err:
             log.info("could not reconnect before cell %d: %s", cell.seq, err)
             return False
         self._events.push(LossMended(cell))
         return True
 
-    def _begin(self, seq: int, **fields) -> RunningCell:
-        """The running cell, handed to the pump to follow."""
+    def _begin(self, seq: int, send: Callable[[RunningCell], InputTerminal | None],
+               **fields) -> RunningCell:
+        """The running cell, handed to the pump to follow and to send with
+        send(cell) (see CellBegun)."""
         cell = RunningCell(seq, self._keeper.generation,
                            OutputLimit(self.options.output_limit, self.options.spill_dir),
                            **fields)
-        self._events.push(CellBegun(cell))
+        self._events.push(CellBegun(cell, send))
         return cell
 
     def _finish(self, cell: RunningCell) -> None:
         cell.limit.close()
 
-    def _wait_answering(self, cell: RunningCell, terminal: InputTerminal | None) -> None:
-        """Wait for the cell to end, answering its prompts on the way."""
+    def _wait_answering(self, cell: RunningCell) -> None:
+        """Wait for the cell to end, answering its prompts on the way (on the
+        terminal its lines pointed at: the pump sets it before any prompt)."""
         while (prompt := cell.inbox.get()) is not None:
+            terminal = cell.terminal
             answer = cell.ask(prompt) if not prompt.over.is_set() else None
             if prompt.over.is_set() or terminal is None:
                 self._events.push(PromptAnswered(cell, prompt, ""))
@@ -227,8 +220,8 @@ class ShellSession:
                 return None
             self._query_seq += 1
             reply: Future = Future()
-            self._events.push(QueryAsked(self._query_seq, reply))
-            keeper.backend.send(protocol.query_line(self._query_seq, what, text))
+            line, backend = protocol.query_line(self._query_seq, what, text), keeper.backend
+            self._events.push(QueryAsked(self._query_seq, reply, lambda: backend.send(line)))
             try:
                 answer = reply.result(timeout)
                 return None if answer is None else answer.decode("utf-8", "replace")

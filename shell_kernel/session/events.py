@@ -99,19 +99,16 @@ class StartEnded:
 
 @dataclass(frozen=True)
 class CellBegun:
-    """The caller is about to send this cell's lines: the pump follows it."""
+    """The caller runs this cell: the pump follows it, and has the I/O
+    worker send its lines with send(cell), which returns the prompt
+    terminal they point at (or raises BackendError: the cell never ran)."""
     cell: RunningCell
-
-
-@dataclass(frozen=True)
-class CellSent:
-    """The caller is done sending the cell's lines (they went, or not)."""
-    cell: RunningCell
+    send: Callable[[RunningCell], object]
 
 
 @dataclass(frozen=True)
 class LossMended:
-    """The caller reconnected the cell's shell before any of its lines went."""
+    """The cell's shell was reconnected before any of its lines went."""
     cell: RunningCell
 
 
@@ -126,10 +123,12 @@ class PromptAnswered:
 
 @dataclass(frozen=True)
 class QueryAsked:
-    """The caller sends query seq next: the pump resolves the future with
-    the reply's bytes, or None once the shell is lost."""
+    """The caller asks query seq, whose line send() sends (the I/O worker):
+    the pump resolves the future with the reply's bytes, or None once the
+    shell is lost or the line could not be sent."""
     seq: int
     reply: Future
+    send: Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -146,14 +145,24 @@ class InterruptAsked:
 
 
 @dataclass(frozen=True)
+class KeeperChange:
+    """A change the keeper makes, from a thread other than the pump's, to
+    state the pump owns (the shell's up, lost and reattaches; the holding
+    of partial lines once a prompt terminal opened): the pump applies it,
+    its one writer, and then sets applied."""
+    apply: Callable[[], None]
+    applied: threading.Event
+
+
+@dataclass(frozen=True)
 class Closing:
     """The session is closing and its clean-up is over: the last request.
     The running cell, if any, is left to its named session or lost."""
     detach: bool
 
 
-REQUESTS = (IoDone, ShellStarting, StartEnded, CellBegun, CellSent, LossMended, PromptAnswered,
-            QueryAsked, SelfCloseAsked, InterruptAsked, Closing)
+REQUESTS = (IoDone, ShellStarting, StartEnded, CellBegun, LossMended, PromptAnswered,
+            QueryAsked, SelfCloseAsked, InterruptAsked, KeeperChange, Closing)
 Request = Union[REQUESTS]
 Event = Union[ShellEvent, Request]
 
@@ -169,6 +178,7 @@ class EventQueue:
         #: Set once, by close(): push() stops blocking (the pump ends with
         #: the Closing request, which close() makes last).
         self.closed = False
+        self._finished = False  # Closing was pushed: nothing after it is handled
 
     def push(self, event: Event, size: int = 0) -> None:
         """size: the output bytes the event holds. Only output waits for room:
@@ -179,7 +189,18 @@ class EventQueue:
                 self._cond.wait(0.5)
             self._events.append(event)
             self._queued += size
+            self._finished = self._finished or isinstance(event, Closing)
             self._cond.notify_all()
+
+    def push_unless_finished(self, event: Event) -> bool:
+        """Push a request the pump will still handle: False (not pushed) once
+        the Closing request is queued, after which the pump handles none."""
+        with self._cond:
+            if self._finished:
+                return False
+            self._events.append(event)
+            self._cond.notify_all()
+            return True
 
     def close(self) -> None:
         with self._cond:

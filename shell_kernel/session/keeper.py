@@ -8,12 +8,12 @@ Which thread writes what (the package docstring has the whole table):
   reattach_during_cell(): backend, info, token, generation, output,
   start_notice, catch_up_due, last_cwd, the cell input; backend,
   generation and output under _shell_lock (close reads them);
+- the pump, and only the pump: up/down, lost and attachments (whether the
+  shell is up, why not, how many reattaches). The pump changes them as it
+  sees the shell's frames and end; another thread's change (an adopted
+  shell, a restart, a reattach) is a KeeperChange request that the pump
+  applies while that thread waits (_change). All may be read anywhere;
 - the pump answers a start (ShellStarting's future);
-- up, lost and attachments (whether the shell is up, why not, how many
-  reattaches) change only under _liveness: shell_lost() and shell_up()
-  on its ready frame by the pump; set_lost(), shell_up() and the
-  reattach's count by whichever thread brings the shell back (the
-  caller, the I/O worker). All may be read anywhere.
 - a started shell's readers call its ShellOutput, which has scanners of
   its own (the pump flushes them when the shell ends).
 """
@@ -33,14 +33,17 @@ from ..backends import (Attached, Backend, BackendError, BackendFault, Contained
 from ..interrupts import Reaper
 from ..startup import not_started
 from .cell_input import CellInput
-from .events import (CellLost, EventQueue, Exited, FrameSeen, Notice, Output, Reattached,
-                     SelfCloseAsked, ShellStarting, StartEnded)
+from .events import (CellLost, EventQueue, Exited, FrameSeen, KeeperChange, Notice, Output,
+                     Reattached, SelfCloseAsked, ShellStarting, StartEnded)
 from .types import Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
 
 log = logging.getLogger("shell_kernel.session")
 
 # How long a shell asked to end itself (close) may take before the reaper does it.
 SELF_CLOSE_TIMEOUT = 3.0
+# How long close() waits for the pump to apply a change of the shell's state
+# (the pump may be stuck in a host's I/O; the change is applied later anyway).
+CLOSING_CHANGE_WAIT_S = 2.0
 # How long close() keeps trying to reach a host whose connection was lost, to
 # clean up after the shell (a host that restarts), and the pause between tries.
 CLEANUP_RECONNECT_SECONDS = 5.0
@@ -99,12 +102,16 @@ class Keeper:
         self.start_notice: str | None = None  # the backend's, for the next cell
         self.catch_up_due: Attached | None = None  # attached to a named session's shell
         self.last_cwd: str | None = None  # of the last cell: what a new shell restores
-        # under _liveness
-        self._liveness = threading.Lock()
+        # the pump's (see _change)
+        self._pump_thread: threading.Thread | None = None
         self.up = threading.Event()
         self.down = threading.Event()  # the opposite of up, to wait for
         self.lost: ShellExit | None = None  # why the shell is gone, until replaced
         self.attachments = 0  # successful reattaches: an interrupt waits for the next
+
+    def owned_by(self, pump_thread: threading.Thread) -> None:
+        """The thread that applies every change of up, lost and attachments."""
+        self._pump_thread = pump_thread
 
     # ------------------------------------------ the backend's capabilities
     @property
@@ -124,37 +131,53 @@ class Keeper:
         return self.backend.capabilities.output_lag if self.backend else 0.0
 
     # ----------------------------------------------------------- liveness
+    def _change(self, apply: Callable[[], None]) -> None:
+        """Apply a change of up, lost or attachments on the pump's thread, the
+        one writer: from another thread, as a request it waits for. Once the
+        pump handles no more requests (close), nobody else reads them."""
+        if threading.current_thread() is self._pump_thread:
+            apply()
+            return
+        applied = threading.Event()
+        if not self._events.push_unless_finished(KeeperChange(apply, applied)):
+            apply()
+        elif self._events.closed:
+            applied.wait(CLOSING_CHANGE_WAIT_S)
+        else:
+            applied.wait()
+
     def shell_lost(self, ended: ShellExit) -> bool:
         """The pump saw the shell end; False if it was already lost (a second
-        report of the same end)."""
-        with self._liveness:
-            if self.lost is not None and not self.up.is_set():
-                return False
-            self.up.clear()
-            self.down.set()
-            self.lost = ended
-            return True
+        report of the same end). The pump's thread."""
+        if self.lost is not None and not self.up.is_set():
+            return False
+        self._mark_up(False)
+        self.lost = ended
+        return True
 
     def set_lost(self, lost: ShellExit | None) -> None:
-        with self._liveness:
+        def apply() -> None:
             self.lost = lost
+        self._change(apply)
 
     def shell_up(self, up: bool = True) -> None:
         """The shell answered its start (or was adopted), or it is given up."""
-        with self._liveness:
-            if up:
-                self.down.clear()
-                self.up.set()
-            else:
-                self.up.clear()
-                self.down.set()
+        self._change(lambda: self._mark_up(up))
 
-    def _reattached(self) -> None:
-        with self._liveness:
-            self.lost = None
-            self.attachments += 1
+    def _mark_up(self, up: bool) -> None:
+        if up:
             self.down.clear()
             self.up.set()
+        else:
+            self.up.clear()
+            self.down.set()
+
+    def _reattached(self) -> None:
+        def apply() -> None:
+            self.lost = None
+            self.attachments += 1
+            self._mark_up(True)
+        self._change(apply)
 
     # -------------------------------------------------------------- start
     def start(self, restore: tuple[str, str | None] | None = None) -> ShellInfo:
@@ -233,7 +256,7 @@ class Keeper:
         generation, info = self.generation, self.info
         if self.input.open(self.backend, self.token, info.pid, info.state_dir,
                            lambda frame: self._on_input_frame(generation, frame)):
-            self._terminal_opened()
+            self._change(self._terminal_opened)
             self.input.settle()
 
     def _on_input_frame(self, generation: int, frame: protocol.Frame | None) -> None:
@@ -241,12 +264,12 @@ class Keeper:
             self._events.push(FrameSeen(generation, frame))
 
     def discard_backend(self, backend: Contained) -> None:
-        self.shell_up(False)
         self.input.close()
         try:
-            backend.close()
+            backend.close()  # first: it ends a fetch the pump may be waiting for
         except BackendError:
             log.debug("closing a failed backend", exc_info=True)
+        self.shell_up(False)
 
     def reaper(self) -> Reaper | None:
         if self.backend is None or self.info is None:

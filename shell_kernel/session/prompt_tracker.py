@@ -77,8 +77,8 @@ class PromptTracker:
         way costs MARK_WAIT_SECONDS); else at once if the output ends with a
         partial line (its text), or a moment later, in case the text is
         still on its way."""
-        if cell is None or not cell.reads or cell.prompt is not None:
-            return None
+        if cell is None or not cell.reads or cell.prompt is not None or cell.sending:
+            return None  # (while sending: which terminal the answer goes to is not known)
         frame, reported = cell.reads[0]
         if frame.marked:
             marks = cell.read_marks.get(protocol.read_mark(frame.pid, frame.reads), ())

@@ -10,8 +10,9 @@ why it failed, with what it said meanwhile). It is the only thread that
 ends a cell (sets its done event). It drives interrupts (escalations.py)
 and gives the I/O worker its jobs (an interrupt's host steps, a mid-cell
 reconnect), which report back as events. Of the keeper's current shell
-(keeper.py) it reads what it needs and writes only, through shell_up()
-and shell_lost(), whether the shell is up.
+(keeper.py) it reads what it needs and writes only its state (up, lost,
+reattaches): as it sees the shell's frames and end, and as other threads
+ask (KeeperChange).
 """
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ from ..backends import BackendError, ShellExit
 from ..interrupts import EscalationResult, Outcome, interrupt_plan
 from ..output import TTY_TIE_SECONDS, Coalescer, DisplaySink, ScreenClears, Sink, StreamDecoder
 from .escalations import Escalations
-from .events import (CellBegun, CellLost, CellSent, Closing, Event, EventQueue, Exited, FrameSeen,
-                     InterruptAsked, IoDone, LossMended, Notice, Output, PromptAnswered,
-                     QueryAsked, Reattached, REQUESTS, SelfCloseAsked, ShellStarting, StartEnded)
+from .events import (CellBegun, CellLost, Closing, Event, EventQueue, Exited, FrameSeen,
+                     InterruptAsked, IoDone, KeeperChange, LossMended, Notice, Output,
+                     PromptAnswered, QueryAsked, Reattached, REQUESTS, SelfCloseAsked,
+                     ShellStarting, StartEnded)
 from .io_worker import IoWorker
 from .prompt_tracker import PromptTracker
 from .keeper import Keeper
@@ -60,6 +62,7 @@ class Pump:
         self._display_sink = display_sink
         self._clear_sink = clear_sink  # the output printed a screen clear (`clear`)
         self._io = IoWorker(events)
+        self._io_followers: dict[int, Callable[[IoDone], None]] = {}  # see _after_io
         self._escalations = Escalations(
             self._io, lambda since: keeper.attachments != since and keeper.up.is_set(),
             repeated=self._post_repeated, suspect=self._side_channel_failed,
@@ -80,6 +83,7 @@ class Pump:
             self._coalescer.tie_window = TTY_TIE_SECONDS
         self._prompts = PromptTracker(self._coalescer, keeper, self._interrupt)
         self.thread = threading.Thread(target=self._run, name="shell-kernel-pump", daemon=True)
+        keeper.owned_by(self.thread)
         self.thread.start()
 
     def terminal_opened(self) -> None:
@@ -151,14 +155,23 @@ class Pump:
 
     # -------------------------------------------------------------- requests
     def _on_cell_begun(self, event: CellBegun) -> None:
-        self.cell = event.cell
+        cell = self.cell = event.cell
+        self._after_io(self._io.submit(lambda: event.send(cell)),
+                       lambda done: self._cell_sent(cell, done))
 
-    def _on_cell_sent(self, event: CellSent) -> None:
-        cell = event.cell
+    def _cell_sent(self, cell: RunningCell, done: IoDone) -> None:
+        """The I/O worker is done sending the cell's lines (they went, or not)."""
+        if cell.done.is_set():
+            return  # (lost meanwhile: its fields are the caller's now)
         cell.sending = False
+        if done.error is not None:
+            cell.not_sent = True  # never started: for a durable backend the shell is fine
+            self._finish_lost(cell, ShellExit(str(done.error),
+                                              connection_lost=self._keeper.can_reattach))
+            return
+        cell.terminal = done.result
         lost = cell.lost_unsent
-        if lost is not None and not cell.not_sent and not cell.done.is_set() \
-                and not self._events.closed:
+        if lost is not None and not self._events.closed:
             # Lost once the lines had gone: the cell runs on at the far end.
             self._reattach(cell.generation, lost)
 
@@ -186,6 +199,13 @@ class Pump:
         self._query = (event.seq, event.reply)
         if not self._keeper.up.is_set():
             self._answer_query(None)
+            return
+        self._after_io(self._io.submit(event.send),
+                       lambda done: done.error and self._query_not_sent(event.seq, done.error))
+
+    def _query_not_sent(self, seq: int, error: BackendError) -> None:
+        log.warning("query %d could not be sent: %s", seq, error)
+        self._answer_query(None, seq)
 
     def _answer_query(self, reply: bytes | None, seq: int | None = None) -> None:
         if self._query is not None and (seq is None or self._query[0] == seq):
@@ -246,8 +266,22 @@ class Pump:
         keeper = self._keeper
         self._io.submit(lambda: keeper.reattach_during_cell(generation, ended))
 
+    def _on_keeper_change(self, event: KeeperChange) -> None:
+        try:
+            event.apply()
+        finally:
+            event.applied.set()
+
+    def _after_io(self, job: int, then: Callable[[IoDone], None]) -> None:
+        """Call then(IoDone) when the I/O worker has run job (not an interrupt's)."""
+        self._io_followers[job] = then
+
     def _on_io_done(self, event: IoDone) -> None:
-        self._escalations.io_done(event)
+        then = self._io_followers.pop(event.job, None)
+        if then is not None:
+            then(event)
+        else:
+            self._escalations.io_done(event)
 
     def _on_reattached(self, event: Reattached) -> None:
         self._escalations.reattached()
@@ -430,12 +464,12 @@ class Pump:
         ShellStarting: _on_shell_starting,
         StartEnded: _on_start_ended,
         CellBegun: _on_cell_begun,
-        CellSent: _on_cell_sent,
         LossMended: _on_loss_mended,
         PromptAnswered: _on_prompt_answered,
         QueryAsked: _on_query_asked,
         SelfCloseAsked: _on_self_close_asked,
         InterruptAsked: _on_interrupt_asked,
+        KeeperChange: _on_keeper_change,
     }
 
     def _finish_lost(self, cell: RunningCell, ended: ShellExit) -> None:

@@ -14,7 +14,7 @@ from typing import Callable
 from ..backends import ShellExit
 from ..options import default, output_limit_bytes
 from ..output import OutputLimit
-from ..prompts import Prompt
+from ..prompts import InputTerminal, Prompt
 
 
 @dataclass
@@ -77,7 +77,7 @@ class RunningCell:
     """A running cell. The caller makes it and hands it to the pump (the
     CellBegun request); from then on its fields are the pump's, until done
     is set, after which the pump leaves them alone and the caller reads
-    them. The caller sets not_sent before it tells the pump (CellLost)."""
+    them (and terminal, once it got a prompt)."""
     seq: int
     generation: int
     limit: OutputLimit
@@ -90,10 +90,13 @@ class RunningCell:
     replaced: bool = False
     given_up: bool = False  # the interrupt could not reach its processes
     not_sent: bool = False  # the cell never reached the shell
-    #: Its lines are being sent (until the CellSent request): a connection
-    #: lost meanwhile is recorded in lost_unsent, and mended once they went.
-    sending: bool = False
+    #: Its lines are being sent (by the I/O worker, until the pump hears
+    #: they went): a connection lost meanwhile is recorded in lost_unsent,
+    #: and mended once they went.
+    sending: bool = True
     lost_unsent: ShellExit | None = None
+    #: The prompt terminal its lines point its reads at (None: /dev/null).
+    terminal: InputTerminal | None = None
     detached: bool = False  # close() left it running in a named session
     key_mode: bool = False  # stopped: a program of it reads keys (what it prints is not shown)
     lost: ShellExit | None = None

@@ -63,7 +63,7 @@ class Harness:
 
     def wait_running(self) -> None:
         deadline = time.monotonic() + 10
-        while self.session._pump.cell is None:
+        while (cell := self.session._pump.cell) is None or cell.sending:  # until its lines went
             assert time.monotonic() < deadline, "the cell did not start"
             time.sleep(0.01)
 
