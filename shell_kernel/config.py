@@ -67,7 +67,8 @@ class KernelConfig:
                               durable=not self.ephemeral or self.session is not None,
                               idle_timeout=idle,
                               session=self.session, take_over=self.take_over,
-                              side_channel_early=side_channel_early)
+                              side_channel_early=side_channel_early,
+                              completion=not self.no_completion)
         return ssh_backend
 
     def session_options(self) -> Options:

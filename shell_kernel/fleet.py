@@ -256,7 +256,9 @@ class Fleet:
     # ------------------------------------------------------------- one host
     def _config(self, host: FleetHost) -> KernelConfig:
         spill = self.options.output_dir / f"{self.file_names[host.name]}.output"
-        return replace(self.options.config, ssh=host.target, spill_dir=str(spill))
+        # Nobody asks a job's shell to complete (see --no-completion).
+        return replace(self.options.config, ssh=host.target, spill_dir=str(spill),
+                       no_completion=True)
 
     def _run_host(self, run: HostRun) -> None:
         host = run.host

@@ -143,6 +143,11 @@ OPTIONS: tuple[KernelOption, ...] = (
                  SSH_GROUP, needs_ssh=True),
     KernelOption("clean", False,
                  "start bash without profile or bashrc (bash --noprofile --norc)", SHELL_GROUP),
+    KernelOption("no_completion", False,
+                 "start bash with programmable completion off, so that its startup files "
+                 "skip bash-completion, for a kernel that is never asked to complete (`run` "
+                 "starts its kernels so); cells get the shell options bash-completion would "
+                 "have set", SHELL_GROUP),
     KernelOption("session", None,
                  "a named session: the shell outlives the kernel, and a kernel started with "
                  "the same NAME (on the same host) attaches to it, with a running cell's "

@@ -98,6 +98,12 @@ def load(options: RunOptions):
     return nb, name, spec
 
 
+def _kernel_arguments(spec) -> list[str]:
+    """What a shell_kernel kernel is started with for a run: nobody asks it
+    to complete (--no-completion). Another kernel gets nothing it does not know."""
+    return ["--no-completion"] if METADATA_KEY in (getattr(spec, "metadata", None) or {}) else []
+
+
 async def _probe(client, spec) -> dict[str, str]:
     """The host's part of the provenance: PROBE, as a silent request to the
     kernel that runs the notebook, before its first cell (a bash kernel's only)."""
@@ -184,7 +190,8 @@ def run(options: RunOptions, progress: TextIO | None = None, report: TextIO | No
 
     recorder = CellRecorder(host, then=on_cell_executed)
     client = NotebookClient(
-        nb, kernel_name=kernel_name, timeout=options.timeout, startup_timeout=STARTUP_TIMEOUT,
+        nb, kernel_name=kernel_name, extra_arguments=_kernel_arguments(spec),
+        timeout=options.timeout, startup_timeout=STARTUP_TIMEOUT,
         allow_errors=options.allow_errors, record_timing=options.timing,
         resources={"metadata": {"path": str(options.cwd or options.notebook.parent.absolute())}},
         on_notebook_start=on_notebook_start, on_cell_execute=on_cell_execute,

@@ -430,6 +430,30 @@ def test_allow_errors_timeout_and_expected_failures(fleet, tmp_path, capsys):
     assert [c["index"] for c in host["cells"]] == [0]
 
 
+# ------------------------------------------------------- bash-completion
+OPTIONS_BASH_COMPLETION_SETS = "shopt -p progcomp extglob hostcomplete || true"
+
+
+@pytest.mark.parametrize("flags", [[], ["--durable"]], ids=["ephemeral", "durable"])
+def test_a_job_skips_bash_completion_with_the_options_it_would_have_set(fleet, tmp_path, capsys,
+                                                                          flags):
+    """A job's login leaves bash-completion out (nobody asks a job to complete),
+    and its cells get the shell options that a login shell on the host has,
+    bash-completion's among them where the host has it (as this one may)."""
+    login = subprocess.run(["bash", "-l", "-i"], input=OPTIONS_BASH_COMPLETION_SETS + "\n",
+                           capture_output=True, text=True, cwd=fleet.home,
+                           env={**os.environ, "HOME": str(fleet.home)})
+    notebook = write_notebook(tmp_path / "nb.ipynb", OPTIONS_BASH_COMPLETION_SETS,
+                              'echo "${BASH_COMPLETION_VERSINFO-none}"; complete -p | wc -l')
+    out_dir = tmp_path / "out"
+    status, out, err = run_cli([notebook, "--hosts", "web1", "--ssh-config", fleet.config,
+                                "--output-dir", out_dir, *flags], capsys)
+    assert status == EXIT_OK, err
+    nb = nbformat.read(out_dir / "web1.ipynb", as_version=4)
+    assert nb.cells[0].outputs[0].text == login.stdout
+    assert nb.cells[1].outputs[0].text.split() == ["none", "0"]
+
+
 # ---------------------------------------------------------------- Ctrl-C
 def test_ctrl_c_stops_every_host_and_leaves_nothing(fleet, tmp_path):
     notebook = write_notebook(tmp_path / "slow.ipynb", "echo started; sleep 300 & sleep 200",

@@ -202,10 +202,13 @@ def test_compare_with_an_earlier_run(jupyter_prefix, tmp_path):
 
 @pytest.mark.timeout(240)
 def test_provenance_over_ssh(jupyter_prefix, tmp_path):
-    (tmp_path / "deploy.sh").write_text("# %%\necho hi\n")
+    # A run's kernel is started --no-completion: its bash starts with progcomp off.
+    (tmp_path / "deploy.sh").write_text("# %%\nps -o args= -p $$\n")
     result = cli(["deploy.sh", "--kernel", "shell-ssh-test", "--no-timing"], tmp_path)
     assert result.returncode == EXIT_OK, result.stdout + result.stderr
     nb = nbformat.read(tmp_path / "deploy.out.ipynb", as_version=4)
+    assert nb.cells[0].outputs[0].text.split()[1:] == ["+O", "progcomp", "-l", "-i", "+o",
+                                                       "history"]
     meta = nb.metadata.shell_kernel
     assert meta["host"] == "testhost" and meta["kernelspec"] == "shell-ssh-test"
     assert meta["os"] and meta["bash_version"] and meta["user"]

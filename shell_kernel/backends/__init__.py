@@ -232,13 +232,19 @@ def start_reader(name: str, loop: Callable[[], None], on_crash: Callable[[Except
     return thread
 
 
-def bash_argv(bash: str, clean: bool) -> list[str]:
+def bash_argv(bash: str, clean: bool, completion: bool = True) -> list[str]:
     """The interactive bash a backend runs: a login shell, or with --clean
     none of the startup files. (Long options must come first: bash rejects
     them after -i.) History starts off (session.bash keeps it off and adds
     each cell itself): bash <= 4.2 otherwise numbers the cells on from what
-    it loaded of ~/.bash_history, which `history -c` cannot undo there."""
-    return [bash] + (["--noprofile", "--norc"] if clean else ["-l"]) + ["-i", "+o", "history"]
+    it loaded of ~/.bash_history, which `history -c` cannot undo there.
+    Without completion (--no-completion: a notebook job, which is never
+    asked to complete) programmable completion starts off, which makes
+    bash-completion's login hook (/etc/profile.d/bash_completion.sh) skip
+    loading it, half of what a login costs; session.bash turns it back on,
+    with the options bash-completion would have set."""
+    startup = ["--noprofile", "--norc"] if clean else ["-l"] if completion else ["+O", "progcomp", "-l"]
+    return [bash, *startup, "-i", "+o", "history"]
 
 
 def describe_error(err: BaseException) -> str:

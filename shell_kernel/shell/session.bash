@@ -97,6 +97,21 @@ builtin unset -v PROMPT_COMMAND MAILCHECK HISTFILE
 builtin set +o history +o monitor
 builtin shopt -s huponexit 2>/dev/null
 
+# --no-completion started bash with programmable completion off, so that
+# bash-completion's login hook skipped loading it (bash_argv). Cells get the
+# options they would have had: progcomp on, and where that hook would have
+# loaded bash-completion (its guard: bash 4.2 or later), what it sets. (A
+# startup file that turned progcomp off itself, where no bash-completion
+# was loaded, reads the same: progcomp comes back on.)
+if ! builtin shopt -q progcomp && [[ -z ${BASH_COMPLETION_VERSINFO-} ]]; then
+  builtin shopt -s progcomp
+  if [[ -r /etc/profile.d/bash_completion.sh && -r /usr/share/bash-completion/bash_completion ]] \
+      && (( BASH_VERSINFO[0] > 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] >= 2) )); then
+    builtin shopt -s extglob
+    builtin shopt -u hostcomplete
+  fi
+fi
+
 #include history.bash
 
 # A local shell keeps the virtualenv and conda environment that were active

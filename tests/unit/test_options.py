@@ -23,6 +23,7 @@ SAMPLES = {
     "accept_new_host_key": True,
     "ephemeral": True,
     "clean": True,
+    "no_completion": True,
     "session": "nightly-build.2",
     "take_over": True,
     "tty": True,

@@ -152,7 +152,8 @@ class SSHBackend(ChannelBackend):
     def __init__(self, target: SSHTarget, clean: bool = False, accept_new_host_key: bool = False,
                  resolve_jump=None, bash: str = "bash", durable: bool = False,
                  idle_timeout: float = 3600.0, session: str | None = None,
-                 take_over: bool = False, side_channel_early: bool = True):
+                 take_over: bool = False, side_channel_early: bool = True,
+                 completion: bool = True):
         self._target = target
         # The shell's output crosses the connection (and, durable, the spool)
         # apart from the prompt terminal's reports.
@@ -161,7 +162,7 @@ class SSHBackend(ChannelBackend):
                                          outlives_kernel=session is not None)
         self._accept_new = accept_new_host_key
         self._resolve_jump = resolve_jump
-        self._bash_argv = bash_argv(bash, clean)
+        self._bash_argv = bash_argv(bash, clean, completion)
         # An ephemeral shell's side channel opened at start, ready for the first
         # interrupt; else when first needed (the fleet: a channel less per host).
         self._side_channel_early = side_channel_early and not durable
