@@ -6,8 +6,10 @@ name for it: "local", the SSH host, a fleet's host name), ``hostname``,
 version, the ``kernelspec`` name and, unless --no-timing, ``started``. The
 host's part comes from PROBE, run once in the session the notebook runs in
 (`run`: a silent request to the kernel before the first cell; `run --hosts`:
-in the same hidden first command that sets SHELL_KERNEL_HOST): one fork
-(uname) and no extra connection.
+in the same hidden first command that sets SHELL_KERNEL_HOST): no extra
+connection, and no fork where /proc/sys/kernel tells the os (bash's `read`);
+`uname` where it cannot (a host without /proc, or SHELL_KERNEL_NO_PROC set:
+see shell/__init__.py).
 
 --no-timing (strip_timing) takes out everything a clock decides: nbclient's
 ``execution`` timestamps, ``duration_s`` and ``started``, so that two runs
@@ -22,10 +24,19 @@ from . import __version__
 
 _PREFIX = "shell_kernel.provenance."
 _FIELDS = ("user", "hostname", "os", "bash_version")
-#: bash 3.2-safe; builtins by name (a user's function called printf stays out of it).
-PROBE = ("builtin printf '" + _PREFIX + "%s=%s\\n' user \"${USER:-${LOGNAME:-$(command id -un "
+_OS = "__shell_kernel_probe_os"
+_KERNEL = "/proc/sys/kernel/"
+#: bash 3.2-safe; builtins by name (a user's function called printf stays out
+#: of it); the variables it sets are unset again. The os is what `uname -srm`
+#: prints, read from the files uname's three fields come from.
+PROBE = (f"if [[ -z ${{SHELL_KERNEL_NO_PROC-}} ]] && {{ builtin read -r {_OS}_s < {_KERNEL}ostype "
+         f"&& builtin read -r {_OS}_r < {_KERNEL}osrelease "
+         f"&& builtin read -r {_OS}_m < {_KERNEL}arch; }} 2>/dev/null; "
+         f"then {_OS}=\"${_OS}_s ${_OS}_r ${_OS}_m\"; "
+         f"else {_OS}=$(command uname -srm 2>/dev/null); fi; "
+         "builtin printf '" + _PREFIX + "%s=%s\\n' user \"${USER:-${LOGNAME:-$(command id -un "
          "2>/dev/null)}}\" hostname \"${HOSTNAME}\" bash_version \"${BASH_VERSION}\" "
-         "os \"$(command uname -srm 2>/dev/null)\"")
+         f"os \"${_OS}\"; builtin unset -v {_OS} {_OS}_s {_OS}_r {_OS}_m")
 #: Keys of cell and notebook metadata.shell_kernel that hold times.
 TIMING_KEYS = ("duration_s", "started")
 

@@ -5,6 +5,8 @@ shell or host."""
 
 from __future__ import annotations
 
+import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -175,6 +177,26 @@ def test_the_probe_runs_in_bash_and_parses():
                                          text=True).stdout.strip()
     assert all(found.values())
     assert parse_probe("") == {}
+
+
+@pytest.mark.parametrize("no_proc", [False, True], ids=["proc", "no-proc"])
+def test_the_probe_asks_uname_only_without_proc(tmp_path, no_proc):
+    """Where /proc/sys/kernel tells the os, the probe reads it there (no
+    fork); without /proc (SHELL_KERNEL_NO_PROC), uname says it. A uname
+    first on PATH that says something else tells which one answered; the
+    variables the probe used are gone after it."""
+    (tmp_path / "uname").write_text("#!/bin/sh\necho 'Stub 1.0 stub64'\n")
+    (tmp_path / "uname").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    env.pop("SHELL_KERNEL_NO_PROC", None)
+    if no_proc:
+        env["SHELL_KERNEL_NO_PROC"] = "1"
+    out = subprocess.run(["bash", "-c", PROBE + "\ndeclare -p | grep -c '^declare -- __shell_kernel'"],
+                         capture_output=True, text=True, env=env)
+    found = parse_probe(out.stdout)
+    real = " ".join(platform.uname()[i] for i in (0, 2, 4))
+    assert found["os"] == ("Stub 1.0 stub64" if no_proc else real)
+    assert out.stdout.splitlines()[-1] == "0"
 
 
 def test_strip_timing_keeps_what_is_not_time():
