@@ -21,7 +21,7 @@ from ..output import DisplaySink, OutputLimit, Sink
 from ..prompts import InputTerminal, Prompt
 from .catch_up import catch_up
 from .events import (CellBegun, Closing, EventQueue, InterruptAsked, LossMended, Notice,
-                     PromptAnswered, QueryAsked)
+                     PromptAnswered, QueryAsked, QueryTimedOut)
 from .keeper import Keeper
 from .pump import Pump
 from .types import CellRecord, Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
@@ -228,9 +228,7 @@ class ShellSession:
             except FutureTimeout:
                 pass
             log.warning("query %s got no answer within %g s; interrupting it", what, timeout)
-            reaper = keeper.reaper()
-            if reaper is not None:
-                reaper.signal_cell("INT", None)
+            self._events.push(QueryTimedOut(self._query_seq))
             return None
         except BackendError as err:
             log.warning("query %s failed: %s", what, err)

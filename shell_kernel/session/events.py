@@ -132,6 +132,13 @@ class QueryAsked:
 
 
 @dataclass(frozen=True)
+class QueryTimedOut:
+    """The caller stopped waiting for query seq: whatever it runs is
+    interrupted (the shell must be free for the next cell)."""
+    seq: int
+
+
+@dataclass(frozen=True)
 class SelfCloseAsked:
     """close() asks the idle shell to end itself next: the pump sets answered
     when the shell ended, or declined with the barrier of this nonce."""
@@ -162,7 +169,7 @@ class Closing:
 
 
 REQUESTS = (IoDone, ShellStarting, StartEnded, CellBegun, LossMended, PromptAnswered,
-            QueryAsked, SelfCloseAsked, InterruptAsked, KeeperChange, Closing)
+            QueryAsked, QueryTimedOut, SelfCloseAsked, InterruptAsked, KeeperChange, Closing)
 Request = Union[REQUESTS]
 Event = Union[ShellEvent, Request]
 

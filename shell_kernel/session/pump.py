@@ -16,6 +16,7 @@ ask (KeeperChange).
 """
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -31,8 +32,8 @@ from ..output import TTY_TIE_SECONDS, Coalescer, DisplaySink, ScreenClears, Sink
 from .escalations import Escalations
 from .events import (CellBegun, CellLost, Closing, Event, EventQueue, Exited, FrameSeen,
                      InterruptAsked, IoDone, KeeperChange, LossMended, Notice, Output,
-                     PromptAnswered, QueryAsked, Reattached, REQUESTS, SelfCloseAsked,
-                     ShellStarting, StartEnded)
+                     PromptAnswered, QueryAsked, QueryTimedOut, Reattached, REQUESTS,
+                     SelfCloseAsked, ShellStarting, StartEnded)
 from .io_worker import IoWorker
 from .prompt_tracker import PromptTracker
 from .keeper import Keeper
@@ -63,6 +64,9 @@ class Pump:
         self._clear_sink = clear_sink  # the output printed a screen clear (`clear`)
         self._io = IoWorker(events)
         self._io_followers: dict[int, Callable[[IoDone], None]] = {}  # see _after_io
+        #: The shell's events that came after a display being fetched, until it is shown.
+        self._held: collections.deque | None = None
+        self._closing = False  # the Closing request came: no more fetches
         self._escalations = Escalations(
             self._io, lambda since: keeper.attachments != since and keeper.up.is_set(),
             repeated=self._post_repeated, suspect=self._side_channel_failed,
@@ -133,6 +137,8 @@ class Pump:
             log.error("bug: the pump got an unknown event %r", event)
         elif isinstance(event, REQUESTS):
             handler(self, event)  # about the session, whatever its shell
+        elif self._held is not None:
+            self._held.append(event)  # after the display being fetched
         elif event.generation == self._keeper.generation:
             self._shown.handled(getattr(event, "mark", None))
             handler(self, event)
@@ -202,6 +208,12 @@ class Pump:
             return
         self._after_io(self._io.submit(event.send),
                        lambda done: done.error and self._query_not_sent(event.seq, done.error))
+
+    def _on_query_timed_out(self, event: QueryTimedOut) -> None:
+        self._answer_query(None, event.seq)
+        reaper = self._keeper.reaper()
+        if reaper is not None:
+            self._io.submit(lambda: reaper.signal_cell("INT", None))
 
     def _query_not_sent(self, seq: int, error: BackendError) -> None:
         log.warning("query %d could not be sent: %s", seq, error)
@@ -289,6 +301,9 @@ class Pump:
     def _on_closing(self, event: Closing) -> None:
         """The last request: a cell still running is left to its named
         session's shell, or lost with the kernel."""
+        self._closing = True
+        if self._held is not None:  # what a display's fetch held back is shown all the same
+            self._release_held()
         cell = self.cell
         if cell is not None and not cell.done.is_set():
             if event.detach:
@@ -338,21 +353,13 @@ class Pump:
         frame = event.frame
         if isinstance(frame, protocol.DisplayFrame):
             self._coalescer.flush()  # what was printed before the display shows before it
-            data = self._fetch(frame.payload)
-            if data is None:
-                self._coalescer.add("stderr", "[shell_kernel] display: the data could not be "
-                                    "fetched from the shell's host (see the kernel log).\n")
-            elif self._display_sink is not None:
-                cell = self.cell
-                notice = (cell.limit.admit_display(frame.mime, data)
-                          if cell is not None and not cell.done.is_set() else None)
-                if notice:
-                    self._coalescer.add("stderr", notice)
-                else:
-                    self._shown.before_showing()
-                    self._display_sink(frame.mime, data, frame.display_id)
+            if self._closing:
+                return  # its payload is removed with the state directory
+            # What the shell printed after it waits until it is shown.
+            self._held = collections.deque()
+            self._fetch(frame.payload, lambda data: self._show_display(frame, data))
         elif isinstance(frame, protocol.ReplyFrame):
-            self._answer_query(self._fetch(frame.payload) or b"", frame.seq)
+            self._fetch(frame.payload, lambda data: self._answer_query(data or b"", frame.seq))
         elif isinstance(frame, protocol.BarrierFrame):
             self._on_barrier(frame)
         elif isinstance(frame, protocol.ReadyFrame):
@@ -368,14 +375,42 @@ class Pump:
         else:
             log.error("bug: a frame of unknown kind %r", frame)
 
-    def _fetch(self, payload: str) -> bytes | None:
-        """The bytes of a payload file the shell wrote (which is then removed)."""
-        info = self._keeper.info
-        try:
-            return self._keeper.backend.fetch(f"{info.state_dir if info else ''}/{payload}")
-        except BackendError as err:
-            log.warning("could not fetch %s: %s", payload, err)
-            return None
+    def _fetch(self, payload: str, then: Callable[[bytes | None], None]) -> None:
+        """Have the I/O worker read a payload file the shell wrote (and remove
+        it); then(its bytes, or None when it could not be read)."""
+        info, backend = self._keeper.info, self._keeper.backend
+        path = f"{info.state_dir if info else ''}/{payload}"
+
+        def fetched(done: IoDone) -> None:
+            if done.error is not None:
+                log.warning("could not fetch %s: %s", payload, done.error)
+            then(None if done.error is not None else done.result)
+
+        self._after_io(self._io.submit(lambda: backend.fetch(path)), fetched)
+
+    def _show_display(self, frame: protocol.DisplayFrame, data: bytes | None) -> None:
+        if data is None:
+            self._coalescer.add("stderr", "[shell_kernel] display: the data could not be "
+                                "fetched from the shell's host (see the kernel log).\n")
+        elif self._display_sink is not None:
+            cell = self.cell
+            notice = (cell.limit.admit_display(frame.mime, data)
+                      if cell is not None and not cell.done.is_set() else None)
+            if notice:
+                self._coalescer.add("stderr", notice)
+            else:
+                self._shown.before_showing()
+                self._display_sink(frame.mime, data, frame.display_id)
+        self._release_held()
+
+    def _release_held(self) -> None:
+        """Handle the events held behind a display, in order, until one is
+        another display (which holds the rest again)."""
+        held, self._held = self._held, None
+        while held and self._held is None:
+            self._handle(held.popleft())
+        if self._held is not None:
+            self._held.extend(held)
 
     def _on_ready(self, frame: protocol.ReadyFrame) -> None:
         start = self._start
@@ -467,6 +502,7 @@ class Pump:
         LossMended: _on_loss_mended,
         PromptAnswered: _on_prompt_answered,
         QueryAsked: _on_query_asked,
+        QueryTimedOut: _on_query_timed_out,
         SelfCloseAsked: _on_self_close_asked,
         InterruptAsked: _on_interrupt_asked,
         KeeperChange: _on_keeper_change,

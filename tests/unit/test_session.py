@@ -187,25 +187,62 @@ class SilentHost(FakeShell):
         raise BackendError("the host went silent")
 
 
-def test_close_answers_a_cell_whose_pump_is_stuck_on_the_host(monkeypatch):
-    """Every request gets a reply: a cell still running at close is ended by
-    close() itself when the pump cannot take its Closing (stuck in a fetch)."""
-    monkeypatch.setattr("shell_kernel.session.core.CLOSE_JOIN_S", 0.5)
+def test_a_display_from_a_silent_host_holds_back_only_what_follows_it():
+    """The display's data is fetched off the pump: what the cell printed
+    after it waits (order is kept), while the pump goes on: an interrupt is
+    taken, and close() answers the cell, showing what was held."""
     host: list[SilentHost] = []
 
     def shell() -> SilentHost:
         host.append(SilentHost(on_cell=lambda src: CellScript(
-            [("stdout", host[0].display("text/plain", b"x"))], hang=True)))
+            [("stdout", b"before\n"), ("stdout", host[0].display("text/plain", b"x")),
+             ("stdout", b"after\n")], hang=True)))
         return host[0]
 
     h = Harness(shell)
     h.session.start()
-    thread, box = h.run_in_thread("display x; sleep 100")
+    thread, box = h.run_in_thread("echo before; display x; echo after; sleep 100")
     assert host[0].fetching.wait(10)
+    time.sleep(0.3)  # "after" has reached the pump: it must wait for the display
+    assert h.out.text("stdout") == "before\n"
+    h.session.interrupt()
+    deadline = time.monotonic() + 10
+    while not h.session._pump.cell.interrupted:  # (its host steps wait behind the fetch)
+        assert time.monotonic() < deadline, "the interrupt was not taken"
+        time.sleep(0.01)
     h.session.close()
     result = h.finish(thread, box)
-    assert "shutting down" in result.shell_lost
+    assert result.shell_lost
+    assert h.out.text("stdout") == "before\nafter\n"
     host[0].silent.set()
+
+
+def test_close_answers_a_cell_whose_pump_is_stuck(monkeypatch):
+    """Every request gets a reply: a cell still running at close is ended by
+    close() itself when the pump cannot take its Closing (stuck, here in the
+    frontend's display sink)."""
+    monkeypatch.setattr("shell_kernel.session.core.CLOSE_JOIN_S", 0.5)
+    stuck, release = threading.Event(), threading.Event()
+    shell = FakeShell()
+    shell.on_cell = lambda src: CellScript([("stdout", shell.display("text/plain", b"x"))],
+                                           hang=True)
+
+    def display(mime: str, data: bytes, display_id: str) -> None:
+        stuck.set()
+        release.wait(30)
+
+    session = ShellSession(lambda: shell, lambda name, text: None, Options(start_timeout=10),
+                           display)
+    session.start()
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.setdefault("result", session.run("display x")))
+    thread.start()
+    assert stuck.wait(10)
+    session.close()
+    thread.join(20)
+    assert not thread.is_alive(), "the cell never ended"
+    assert "shutting down" in box["result"].shell_lost
+    release.set()
 
 
 def test_interrupt_when_idle_is_harmless(fake):
