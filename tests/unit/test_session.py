@@ -480,7 +480,7 @@ def test_local_interrupt_with_sigint(local):
 
 
 @pytest.mark.parametrize("step", ["INT", "TERM", "KILL"])
-def test_a_late_escalation_step_leaves_the_next_cell_alone(local, step):
+def test_a_late_escalation_step_leaves_the_next_cell_alone(local, step, tmp_path):
     """An interrupt's steps go on while the interrupted cell's end is on its
     way (under load, past the grace): a step for a cell that has ended, run
     when the next cell has started, must not touch that one. (Its SIGTERM
@@ -488,15 +488,20 @@ def test_a_late_escalation_step_leaves_the_next_cell_alone(local, step):
     command line, whose end would never come: a hang.)"""
     assert local.session.run("true").exit_code == 0
     ended = local.session._seq
-    thread, box = local.run_in_thread("sleep 1; echo survived")
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    # The next cell's cat waits for this test's word, however slow the machine.
+    thread, box = local.run_in_thread(f"cat {go}; echo survived")
     local.wait_running()
     reaper = local.session._keeper.reaper()
     deadline = time.monotonic() + 10
-    while not reaper.note_tree(ended + 1):  # the sleep runs
-        assert time.monotonic() < deadline, "the next cell's sleep never started"
+    while not reaper.note_tree(ended + 1):  # its cat runs
+        assert time.monotonic() < deadline, "the next cell's cat never started"
         time.sleep(0.02)
     assert reaper.note_tree(ended) == []
     assert reaper.signal_cell(step, ended) == []
+    with open(go, "w"):
+        pass  # the cat ends
     result = local.finish(thread, box)
     assert (result.exit_code, result.interrupted) == (0, False)
     assert local.out.text("stdout").endswith("survived\n")
