@@ -33,10 +33,11 @@ with the shell's ready frame or why it failed. The current shell's state
 (up, lost, reattaches) is the pump's alone: the caller (adopting a named
 session's shell, restarting, reconnecting) and the I/O worker (a mid-cell
 reconnect) ask it to change it (KeeperChange) and wait until it did.
-Still outside the queue: the keeper's backend, generation and ShellOutput,
-which the caller replaces on start and restart under the keeper's shell
-lock, which close() reads them under. A started shell's readers scan its
-output with scanners of their own and push what they find.
+The keeper's backend, generation and ShellOutput are the caller's: a
+start takes them over as it queues its ShellStarting, atomically with the
+queue's close() (after which close() reads them). A started shell's
+readers scan its output with scanners of their own and push what they
+find.
 """
 
 from .core import ShellSession

@@ -199,6 +199,17 @@ class EventQueue:
             self._finished = self._finished or isinstance(event, Closing)
             self._cond.notify_all()
 
+    def push_unless_closed(self, event: Event, then: Callable[[], None]) -> bool:
+        """Push a request and call then() (under the queue's condition: atomically
+        with close()), unless the queue is closed: False then, and neither."""
+        with self._cond:
+            if self.closed:
+                return False
+            then()
+            self._events.append(event)
+            self._cond.notify_all()
+            return True
+
     def push_unless_finished(self, event: Event) -> bool:
         """Push a request the pump will still handle: False (not pushed) once
         the Closing request is queued, after which the pump handles none."""

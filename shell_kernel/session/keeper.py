@@ -6,8 +6,9 @@ user is told when a shell is lost.
 Which thread writes what (the package docstring has the whole table):
 - the caller (holding the session's run lock), or the I/O worker for
   reattach_during_cell(): backend, info, token, generation, output,
-  start_notice, catch_up_due, last_cwd, the cell input; backend,
-  generation and output under _shell_lock (close reads them);
+  start_notice, catch_up_due, last_cwd, the cell input; a start takes
+  over backend, generation and output under the event queue's condition,
+  atomically with its close() (clean_up reads them after it);
 - the pump, and only the pump: up/down, lost and attachments (whether the
   shell is up, why not, how many reattaches). The pump changes them as it
   sees the shell's frames and end; another thread's change (an adopted
@@ -89,9 +90,6 @@ class Keeper:
         self._events = events
         self._say = say  # a line for the waiting cell's stderr
         self._terminal_opened = terminal_opened  # the pump holds partial lines from now on
-        #: Guards backend, generation and output: the caller replaces them
-        #: while close() reads them.
-        self._shell_lock = threading.Lock()
         self.input = CellInput()
         # the caller's (see the module docstring)
         self.backend: Contained | None = None
@@ -187,21 +185,22 @@ class Keeper:
             backend = Contained(self._backend_factory())
         except Exception as err:  # noqa: BLE001 - e.g. an ssh config that cannot be used
             raise SessionError(f"Could not start the shell: {_as_text(err)}") from None
-        with self._shell_lock:
-            # Under the lock that clean_up reads self.backend under: a close
-            # either finds this backend (and closes it, which ends its start)
-            # or comes first, and the shell does not start.
-            shutting_down = self._events.closed
-            if not shutting_down:
-                self.generation += 1
-                generation = self.generation
-                output = self.output = ShellOutput(self._events, generation, token, backend)
-                self.backend = backend
-        if shutting_down:
-            backend.close()
-            raise SessionError(SHUTTING_DOWN)
+        generation = self.generation + 1
+        output = ShellOutput(self._events, generation, token, backend)
+
+        def take_over() -> None:
+            self.generation, self.output, self.backend = generation, output, backend
+
         answer: Future = Future()
-        self._events.push(ShellStarting(answer))
+        # Taken over as the start is queued, atomically with the queue's
+        # close(): a close either finds this backend in clean_up (and closes
+        # it, which ends its start) or came first, and the shell does not start.
+        if not self._events.push_unless_closed(ShellStarting(answer), take_over):
+            try:
+                backend.close()
+            except BackendError:
+                log.debug("closing a backend made as the session closed", exc_info=True)
+            raise SessionError(SHUTTING_DOWN)
         try:
             started = backend.start(output.on_output,
                                     lambda ended: self._events.push(Exited(generation, ended)))
@@ -214,6 +213,8 @@ class Keeper:
             backend.send(protocol.bootstrap_lines(script))
         except BackendError as err:
             self.discard_backend(backend)
+            if self._events.closed:  # close() closed it under the start
+                raise SessionError(SHUTTING_DOWN) from None
             raise SessionError(f"Could not start the shell: {err}") from None
         try:
             ready = answer.result(self.options.start_timeout)
@@ -404,8 +405,7 @@ class Keeper:
         directory (but a named session's shell stays), then release the backend.
         Called after the event queue closed; a start under way on another
         thread then fails (see start)."""
-        with self._shell_lock:
-            backend, reaper = self.backend, self.reaper()
+        backend, reaper = self.backend, self.reaper()  # (see start: the queue is closed)
         self._events.push(StartEnded())  # a start waiting for its shell stops waiting
         if backend is None:
             return

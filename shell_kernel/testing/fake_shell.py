@@ -102,7 +102,8 @@ class FakeShell(Backend):
     def die(self, ended: ShellExit) -> None:
         if not self._exited.is_set():
             self._exited.set()
-            self._on_exit(ended)
+            if self._on_exit is not None:  # (closed before it started: nobody to tell)
+                self._on_exit(ended)
 
     # --------------------------------------------------------------- verbs
     def start(self, on_output, on_exit) -> Started:
