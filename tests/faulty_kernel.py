@@ -25,6 +25,7 @@ from pathlib import Path
 import paramiko
 
 from shell_kernel.backends.local import backend as local
+from shell_kernel.backends.local import processes as local_processes
 from shell_kernel.backends.ssh import backend as ssh
 from shell_kernel.cli import main
 
@@ -54,7 +55,7 @@ def failing(point: str, original):
 
 
 class OsWithFailingRead:
-    """The local backend's view of os: read() fails when "reader" is armed."""
+    """The local channels' view of os: read() fails when "reader" is armed."""
 
     def __getattr__(self, name):
         return getattr(os, name)
@@ -70,7 +71,7 @@ for backend_class in (local.LocalBackend, ssh.SSHBackend):
     for verb in ("start", "send", "side_command"):
         setattr(backend_class, verb, failing(verb, getattr(backend_class, verb)))
 ssh.SSHBackend.reattach = failing("reattach", ssh.SSHBackend.reattach)
-local.os = OsWithFailingRead()
+local_processes.os = OsWithFailingRead()
 
 
 def _recv(channel, size):

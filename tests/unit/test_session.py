@@ -13,7 +13,7 @@ import pytest
 
 from shell_kernel import protocol
 from shell_kernel.backends import BackendError, Capabilities, NotSent, ShellExit
-from shell_kernel.backends.local import backend as local_backend
+from shell_kernel.backends.local import processes as local_processes
 from shell_kernel.backends.local.backend import LocalBackend
 from shell_kernel.session import CellRecord, Options, SessionError, ShellSession
 from shell_kernel.testing.fake_shell import CellScript, FakeShell
@@ -552,10 +552,10 @@ class ReadFailsOnce:
 
 
 def test_local_reader_crash_ends_the_cell_and_the_next_cell_works(local, monkeypatch):
-    monkeypatch.setattr(local_backend, "os", ReadFailsOnce())
+    monkeypatch.setattr(local_processes, "os", ReadFailsOnce())
     thread, box = local.run_in_thread("echo hi; sleep 0.2")
     result = local.finish(thread, box, timeout=10)
-    assert result.exit_code != 0 and "reading its output failed" in result.shell_lost
+    assert result.exit_code != 0 and "reading the shell's output failed" in result.shell_lost
     assert "injected read failure" in result.shell_lost
     assert local.session.run("echo again").exit_code == 0
     assert local.out.text("stdout").endswith("again\n")

@@ -1,8 +1,9 @@
 """The Backend verbs over a transport that gives channels (channels.py): the
 shell on one channel (shell.DirectShell, or durable.DurableShell's
-relay), side commands, payloads and the sweep through a side shell. A
-subclass connects and disconnects the transport (SSHBackend over paramiko,
-LocalNamedBackend over local processes).
+relay), side commands, payloads and the sweep through a side shell (or,
+locally, a process each). A subclass connects and disconnects the transport
+(SSHBackend over paramiko; LocalBackend and LocalNamedBackend over local
+processes).
 
 Threads: as Backend says; the reader and ack timer threads are the shell's.
 """
@@ -15,7 +16,7 @@ import logging
 from ...shell import script
 from .. import Backend, BackendError, ExitCallback, OutputCallback, SideResult, Started
 from .shell import ChannelShell
-from .channels import Channels, SideShell
+from .channels import Channels, SideCommands
 from .durable import LAUNCH_SCRIPT, LAUNCH_TIMEOUT, DurableShell
 
 log = logging.getLogger("shell_kernel.backends")
@@ -24,7 +25,7 @@ FETCH_SCRIPT = script("fetch.sh")
 
 
 class ChannelBackend(Backend):
-    def __init__(self, channels: Channels, shell: ChannelShell, side: SideShell):
+    def __init__(self, channels: Channels, shell: ChannelShell, side: SideCommands):
         self._channels = channels
         self._shell = shell
         self._side = side

@@ -75,6 +75,23 @@ class Channels(Protocol):
         """The transport still reaches the host."""
 
 
+class SideCommands(Protocol):
+    """Where a backend's side commands run: a SideShell, or (local) a
+    process each."""
+
+    def run(self, script: str, args: list[str], timeout: float,
+            urgent: bool = False) -> SideResult:
+        """Run script with args; raises BackendError when it fails or does not
+        finish within timeout (it is then ended). An urgent one never waits
+        behind another."""
+
+    def is_open(self) -> bool:
+        """Something stays open between commands (a side shell's channel)."""
+
+    def close(self) -> None:
+        """Close what stays open; idempotent."""
+
+
 def command(*words: str) -> bytes:
     """A command line for the host's shell; words may hold any byte (str
     with surrogate escapes, like the host's paths read back from it). The

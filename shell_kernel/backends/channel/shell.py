@@ -1,7 +1,8 @@
 """A shell whose bytes travel on one channel at a time (see channels.py):
 the reader thread, sending, and dropping the channel with its connection.
-DirectShell is bash itself on the channel (an ephemeral SSH shell);
-durable.DurableShell a relay to a detached shell, replaced after a drop.
+DirectShell is bash itself on the channel (an ephemeral SSH shell; the local
+shell, local/backend.py); durable.DurableShell a relay to a detached shell,
+replaced after a drop.
 
 Threads: start and detach come from the backend's caller (the session's
 caller thread); send from any thread; the reader thread (one per channel,
@@ -15,6 +16,9 @@ import threading
 from .. import (BackendError, ExitCallback, NotSent, OutputCallback, ShellExit, Started,
                 describe_error, start_reader)
 from .channels import Channel, Channels, NothingSent, command
+
+#: Why start() failed when close() came first (see ChannelShell._read).
+CLOSED_AS_IT_STARTED = "the kernel closed the session as its shell started"
 
 
 class ChannelShell:
@@ -31,9 +35,17 @@ class ChannelShell:
 
     def _read(self, channel: Channel, deliver) -> None:
         """Read channel in a new reader thread: deliver(channel, stream, data)
-        for its bytes, then _ended(channel) unless it was replaced."""
+        for its bytes, then _ended(channel) unless it was replaced. Once the
+        shell is closed (close() may run while start() does) it closes the
+        channel and raises BackendError: close() marks the shell closed before
+        detach() looks for the channel, so one of the two closes it."""
         with self._output_lock:
-            self._channel = channel
+            closed = self._closed.is_set()
+            if not closed:
+                self._channel = channel
+        if closed:
+            channel.close()
+            raise BackendError(CLOSED_AS_IT_STARTED)
 
         def loop() -> None:
             while (chunk := channel.read()) is not None:
@@ -48,14 +60,19 @@ class ChannelShell:
         raise NotImplementedError
 
     def _reader_failed(self, channel: Channel, err: Exception) -> None:
-        """A reader that crashed is a lost connection: a durable session
-        reattaches to the same shell; an ephemeral one is gone with it."""
+        """A reader that crashed ends the channel, as a lost connection does
+        (see _read_failure)."""
         if channel is not self._channel or self._closed.is_set():
             return  # a relay already replaced, or closing: not the shell's end
         self._channel = None
         channel.close()
-        self._on_exit(ShellExit(f"reading the shell's output failed ({describe_error(err)})",
-                                connection_lost=True))
+        self._on_exit(self._read_failure(err))
+
+    def _read_failure(self, err: Exception) -> ShellExit:
+        """A lost connection: a durable session reattaches to the same shell;
+        an ephemeral one is gone with it."""
+        return ShellExit(f"reading the shell's output failed ({describe_error(err)})",
+                         connection_lost=True)
 
     def _lost(self) -> ShellExit:
         channels = self._channels
@@ -105,9 +122,13 @@ class DirectShell(ChannelShell):
     def start(self, on_output: OutputCallback, on_exit: ExitCallback) -> Started:
         """Raises OSError (or BackendError) when the channel cannot be opened."""
         self._on_output, self._on_exit = on_output, on_exit
-        channel = self._channels.open(b"exec " + command(*self._bash_argv))
+        channel, started = self._open()
         self._read(channel, self._deliver)
-        return Started()
+        return started
+
+    def _open(self) -> tuple[Channel, Started]:
+        """bash on a new channel, and what start() says it did."""
+        return self._channels.open(b"exec " + command(*self._bash_argv)), Started()
 
     def _deliver(self, channel: Channel, stream: str, data: bytes) -> None:
         with self._output_lock:

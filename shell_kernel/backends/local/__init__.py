@@ -1,6 +1,7 @@
-"""The local backends: bash as a child of the kernel (backend.LocalBackend),
+"""The local backends, both over the channel layer: bash as a child of the
+kernel, read through its pipes (backend.LocalBackend, processes.ShellChannel),
 or, for a named session, detached and reached over local channels
-(backend.LocalNamedBackend, processes.LocalChannels, the channel layer).
+(backend.LocalNamedBackend, processes.LocalChannels).
 
 spawn.py starts the local shell on the launch thread before ipykernel is
 imported: neither it nor this package imports the channel layer or

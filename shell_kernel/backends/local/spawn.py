@@ -64,6 +64,20 @@ def make_state_dir(tmpdir: str) -> str | None:
     return path
 
 
+def exit_descriptor(pid: int) -> int | None:
+    """A descriptor of the child pid that becomes readable when it exits (a
+    pidfd, Linux 5.3 and later), so that its reader waits for the exit
+    without a clock; None where the system gives none. Opened before anyone
+    can reap the child: a pid reaped already may name another process."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        return pidfd_open(pid)
+    except OSError:  # an older kernel, or a seccomp filter that refuses it
+        return None
+
+
 class SpawnedShell:
     """A local bash that has started (its startup files may still run) and
     its guard, which reaps what the shell started if the kernel dies. The
@@ -87,6 +101,7 @@ class SpawnedShell:
         except BaseException:
             self._remove_state_dir()
             raise
+        self.exit_fd = exit_descriptor(self.proc.pid)
         try:
             # Its own session too, so that a kill of the kernel's process
             # group (jupyter_client's) does not take the guard with it. It
@@ -107,7 +122,8 @@ class SpawnedShell:
     def close(self, before_pipes_close=None) -> None:
         """End the shell and its guard (the kernel closes the session: nothing
         to guard any more). before_pipes_close: called once bash has ended,
-        e.g. to let the thread that reads its pipes finish. Once: the launcher
+        e.g. to let the thread that reads its pipes (and exit_fd) finish.
+        Once: the launcher
         and the backend that took the shell over may both close it."""
         with self._close_lock:
             if self._closed:
@@ -152,6 +168,8 @@ class SpawnedShell:
                 pipe.close()
             except OSError:
                 pass
+        if self.exit_fd is not None:
+            os.close(self.exit_fd)
         self._remove_state_dir()
 
     def _remove_state_dir(self) -> None:
