@@ -2,8 +2,10 @@
 /dev/null where the host cannot give one.
 
 Opened and closed by whichever thread (re)starts the shell: the caller, or
-the I/O worker's reconnect; path() and lines() run on the caller's thread, before
-a cell; answer_eof() and was_read() on the pump's.
+the I/O worker's reconnect; lines() runs on the I/O worker, as it sends a
+cell; was_read() on the pump's; close() also on the closing thread, at
+shutdown (the lock: against the I/O worker sending meanwhile). A prompt
+is answered on the terminal the cell's lines pointed at (RunningCell.terminal).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ _UNSET = "\0unset"  # not a path: the shell's descriptor is not set up yet
 
 class CellInput:
     def __init__(self):
-        self._lock = threading.Lock()  # the pump reads the terminal too
+        self._lock = threading.Lock()  # close() at shutdown, against a send
         self._terminal: InputTerminal | None = None
         self._points_at: str | None = _UNSET  # what the shell's cells read now (caller)
         self._read = False  # a cell read the terminal: reset its modes (the pump sets it)
@@ -90,7 +92,3 @@ class CellInput:
     def was_read(self) -> None:
         self._read = True
 
-    def answer_eof(self) -> None:
-        terminal = self.terminal
-        if terminal is not None:
-            terminal.answer(None)

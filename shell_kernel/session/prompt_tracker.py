@@ -131,4 +131,5 @@ class PromptTracker:
             cell.told_no_input = True
             self._coalescer.add("stderr", ("\n" if text else "") + prompts.no_input_notice(prompt.command))
         self._coalescer.flush()
-        self._keeper.input.answer_eof()
+        if cell.terminal is not None:
+            cell.terminal.answer(None)  # end-of-file on the terminal it reads
