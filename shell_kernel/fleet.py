@@ -268,10 +268,13 @@ class Fleet:
         config = self._config(host)
         # No prompt terminal (nobody answers; a read gets end-of-file from
         # /dev/null) and no side channel until an interrupt needs one: a
-        # channel, a pty and a dozen programs less per host.
+        # channel, a pty and a dozen programs less per host. No copy of the
+        # exported variables after each cell either: a host whose shell is
+        # lost is failed, never given a new shell to restore them in.
         session = ShellSession(config.backend_factory(side_channel_early=False),
                                lambda name, text: outputs[0].stream(name, text),
-                               replace(config.session_options(), prompts=False),
+                               replace(config.session_options(), prompts=False,
+                                       snapshot_exports=False),
                                lambda mime, data, display_id: outputs[0].display(mime, data, display_id))
         self.events.host_started(host.name)
         with self._lock:

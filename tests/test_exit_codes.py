@@ -28,6 +28,19 @@ def test_status_file_holds_the_exit_code(kernel):
     assert (state / "status").read_text().split("\n")[1] == "0"
 
 
+def test_status_file_follows_cwd_longer_shorter_and_not_ascii(kernel, tmp_path):
+    """The status file is rewritten in place when its text is no shorter, and
+    cut when it is: a directory with a long name, a short one, one whose name is
+    longer in bytes than in characters, then one as long in characters but
+    shorter in bytes (its text overwriting the last would leave bytes behind)."""
+    state = state_dir(kernel)
+    names = ["a" * 40, "b", "\u00e9" * 10, "c" * 10]
+    for name in names:
+        (tmp_path / name).mkdir()
+        kernel.ok(f"cd '{tmp_path / name}'")
+        assert (state / "status").read_bytes().decode().split("\n", 2)[2] == str(tmp_path / name)
+
+
 def test_nonzero_status_is_one_error_output(kernel):
     execution = kernel.run("echo before; false")
     assert execution.status == "error"

@@ -8,16 +8,21 @@
 # Truncating a file makes ext4 flush it to disk when it is closed
 # (auto_da_alloc): milliseconds on a busy disk, twice per cell. So a text no
 # shorter than the last one overwrites the file in place (one write, as the
-# truncating one was), and only a shorter one truncates it.
+# truncating one was), and only a shorter one truncates it. Lengths are of
+# ASCII text, where characters are bytes: counting bytes with a local
+# LC_ALL=C would cost two setlocale calls, most of a cell's hooks. A text
+# with other bytes (a directory's name) truncates, and so does the next one.
 __shell_kernel_put() {
-  builtin local LC_ALL=C __shell_kernel_put_length  # bytes, not characters
-  __shell_kernel_put_length=${#2}
-  if (( __shell_kernel_put_length >= ${!3:-0} )); then
+  if [[ $2 == *[![:ascii:]]* ]]; then
+    builtin printf '%s' "$2" >| "$1"
+    builtin printf -v "$3" %s 2147483647
+  elif (( ${#2} >= ${!3:-0} )); then
     builtin printf '%s' "$2" 1<> "$1"
+    builtin printf -v "$3" %s "${#2}"
   else
     builtin printf '%s' "$2" >| "$1"
+    builtin printf -v "$3" %s "${#2}"
   fi
-  builtin printf -v "$3" %s "$__shell_kernel_put_length"
 }
 
 # The shell's children, as pids in $__shell_kernel_child_pids, one line. At

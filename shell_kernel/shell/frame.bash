@@ -18,15 +18,21 @@
 __shell_kernel_frame() {
   builtin local __shell_kernel_frame_end= __shell_kernel_frame_fields= __shell_kernel_frame_field
   if [[ $1 == -l ]]; then __shell_kernel_frame_end=$'\n'; builtin shift; fi
-  for __shell_kernel_frame_field in "$@"; do
-    if [[ $__shell_kernel_frame_field == *[%$'\n\r\036\037']* ]]; then
-      __shell_kernel_frame_field=${__shell_kernel_frame_field//[%]/%25}
-      __shell_kernel_frame_field=${__shell_kernel_frame_field//$'\036'/%1E}
-      __shell_kernel_frame_field=${__shell_kernel_frame_field//$'\037'/%1F}
-      __shell_kernel_frame_field=${__shell_kernel_frame_field//$'\n'/%0A}
-      __shell_kernel_frame_field=${__shell_kernel_frame_field//$'\r'/%0D}
-    fi
-    __shell_kernel_frame_fields+=$'\037'$__shell_kernel_frame_field
-  done
+  # Most frames have nothing to escape (an IFS that joins "$*" with one of
+  # these bytes only sends them the long way): their fields in one printf.
+  if [[ "$*" != *[%$'\n\r\036\037']* ]]; then
+    builtin printf -v __shell_kernel_frame_fields '\037%s' "$@"
+  else
+    for __shell_kernel_frame_field in "$@"; do
+      if [[ $__shell_kernel_frame_field == *[%$'\n\r\036\037']* ]]; then
+        __shell_kernel_frame_field=${__shell_kernel_frame_field//[%]/%25}
+        __shell_kernel_frame_field=${__shell_kernel_frame_field//$'\036'/%1E}
+        __shell_kernel_frame_field=${__shell_kernel_frame_field//$'\037'/%1F}
+        __shell_kernel_frame_field=${__shell_kernel_frame_field//$'\n'/%0A}
+        __shell_kernel_frame_field=${__shell_kernel_frame_field//$'\r'/%0D}
+      fi
+      __shell_kernel_frame_fields+=$'\037'$__shell_kernel_frame_field
+    done
+  fi
   builtin printf '\036%s\037\036%s' "$__shell_kernel_frame_fields" "$__shell_kernel_frame_end"
 }

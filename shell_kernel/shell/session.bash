@@ -62,9 +62,13 @@ if [[ -n $__shell_kernel_dir ]]; then
   __shell_kernel_value=
   { IFS= builtin read -r -d '' __shell_kernel_value < "$__shell_kernel_proc/stat"; } 2>/dev/null
   if [[ -n $__shell_kernel_value ]]; then
-    IFS=$' \n' builtin read -r -d '' -a __shell_kernel_key <<< "${__shell_kernel_value##*) }"
-    { builtin printf '%s %s\n' "$$" "${__shell_kernel_key[19]}" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
-    builtin unset -v __shell_kernel_key __shell_kernel_value
+    # Field 22 is the 20th after the name: the shortest prefix with 19
+    # spaces taken off (a here-string to `read -a` is a pipe on bash 5.1+,
+    # read a byte per system call).
+    __shell_kernel_value=${__shell_kernel_value##*) }
+    __shell_kernel_value=${__shell_kernel_value#* * * * * * * * * * * * * * * * * * * }
+    { builtin printf '%s %s\n' "$$" "${__shell_kernel_value%% *}" >| "$__shell_kernel_dir/shell.start"; } 2>/dev/null
+    builtin unset -v __shell_kernel_value
   else
     # No /proc: the group and lstart, comma-separated, as shell/pids.sh tells
     # them (in UTC: whatever TZ the user's rc files set).
