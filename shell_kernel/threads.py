@@ -21,8 +21,8 @@ KERNEL, FLEET = "kernel", "run --hosts"
 
 #: What makes a thread start, besides the session itself (None: every
 #: session of its kinds starts it once, as it starts its shell).
-FIRST_CELL, OUTPUT, PING, PROXY, SIDE_TIMEOUT, CELL_TIMEOUT = (
-    "the first cell, query or interrupt", "output received", "each keepalive ping",
+OUTPUT, PING, PROXY, SIDE_TIMEOUT, CELL_TIMEOUT = (
+    "output received", "each keepalive ping",
     "a ProxyCommand", "a side command timed out", "each cell with --timeout")
 
 
@@ -32,7 +32,7 @@ class ThreadKind:
     where: tuple[str, ...]  # session kinds (SESSIONS), or KERNEL / FLEET
     runs: str
     owns: str
-    when: str | None = None  # FIRST_CELL ... or None
+    when: str | None = None  # OUTPUT ... or None
 
 
 THREADS = (
@@ -40,7 +40,8 @@ THREADS = (
                "launch.py: the first ShellSession.start (a local shell's once the first "
                "kernel_info reply is out, a request needs it, or a second has passed; an "
                "SSH or named one at once)",
-               "the caller's part of the session until the start is over"),
+               "nothing of the session: it waits for the start, which the session's I/O "
+               "worker runs"),
     ThreadKind("shell-kernel-pump", SESSIONS,
                "session/pump.py: every event and request in order, until close()'s Closing",
                "decoders, screen clears, coalescer, acknowledgements, the running cell from "
@@ -64,14 +65,16 @@ THREADS = (
                "the prompt terminal on the SSH host",
                "pushes the prompt watcher's frames"),
     ThreadKind("shell-kernel-io", SESSIONS,
-               "session/io_worker.py: the session's blocking host I/O off the pump's and the "
-               "caller's paths, one job at a time: a cell's lines (with the reconnect of a "
-               "durable session found gone before they went), a query's line, an "
-               "interrupt's host steps (reap.sh, the post line again), a durable session's "
-               "reconnect under a running cell",
-               "nothing of the session: pushes each job's outcome (IoDone), a reconnect's "
-               "progress (Notice), success (Reattached, LossMended) or failure, and asks the "
-               "pump to change the shell's state (KeeperChange)", FIRST_CELL),
+               "session/io_worker.py: the session's blocking host I/O, one job at a time: "
+               "the shell's start and restart (keeper.py; the caller waits on a future), a "
+               "cell's lines (with the reconnect of a durable session found gone before they "
+               "went), a query's line, display and reply payloads fetched, an interrupt's host "
+               "steps (reap.sh, the post line again), a durable session's reconnect under a "
+               "running cell",
+               "the keeper's current shell (backend, info, token, generation, the cell input) "
+               "as it starts, restarts or reattaches it; pushes each job's outcome (IoDone), "
+               "a reconnect's progress (Notice) and success (Reattached, LossMended), and asks "
+               "the pump to change the shell's state (KeeperChange)"),
     ThreadKind("shell-kernel-sweep", SESSIONS,
                "Backend.sweep, once per started shell",
                "nothing of the session"),

@@ -73,6 +73,6 @@ def test_a_session_starts_the_threads_the_table_gives(kind, host, sessions_tmp, 
     unknown = {name for name in ours if threads.by_name(name) is None and
                not name.startswith("Thread-")}  # paramiko's transport and its timers
     assert unknown == set()
-    expected = threads.started_by(kind, {threads.FIRST_CELL, threads.OUTPUT})
+    expected = threads.started_by(kind, {threads.OUTPUT})
     assert {name for name in ours if threads.by_name(name)} - {
         "shell-kernel-ssh-keepalive-ping"} == expected

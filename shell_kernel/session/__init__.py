@@ -28,16 +28,17 @@ query's lines; while a cell's lines are being sent, a lost connection is
 recorded (lost_unsent): the I/O worker reconnects and sends again if none
 of the lines went (LossMended), or the pump has it reconnect once they went.
 
-A start too is a request (ShellStarting), whose future the pump resolves
-with the shell's ready frame or why it failed. The current shell's state
-(up, lost, reattaches) is the pump's alone: the caller (adopting a named
-session's shell, restarting, reconnecting) and the I/O worker (a mid-cell
-reconnect) ask it to change it (KeeperChange) and wait until it did.
-The keeper's backend, generation and ShellOutput are the caller's: a
-start takes them over as it queues its ShellStarting, atomically with the
-queue's close() (after which close() reads them). A started shell's
-readers scan its output with scanners of their own and push what they
-find.
+A start or a restart is a job for the session's I/O worker (LifecycleAsked,
+through the pump), which the caller waits for on a future; there, the
+keeper queues ShellStarting, whose future the pump resolves with the
+shell's ready frame or why it failed. The current shell's state
+(up, lost, reattaches) is the pump's alone: the I/O worker (adopting a
+named session's shell, restarting, reconnecting) asks it to change it
+(KeeperChange) and waits until it did. The keeper's backend, generation
+and ShellOutput are the I/O worker's: a start takes them over as it
+queues its ShellStarting, atomically with the queue's close() (after
+which close() reads them). A started shell's readers scan its output with
+scanners of their own and push what they find.
 """
 
 from .core import ShellSession

@@ -3,7 +3,8 @@ request handler, the launch thread, a fleet worker): start, run, query,
 interrupt, close. The run lock serialises start, run and query. What a
 cell, a query, an interrupt or close needs of the running session goes to
 the pump as a request (events.py), answered through the cell's done event
-and inbox or the query's future; the package docstring has the threads.
+and inbox or a future; a start or restart runs on the I/O worker, which
+answers through a future too. The package docstring has the threads.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, TimeoutError as FutureTimeout
-from typing import Callable
+from typing import Callable, TypeVar
 
 from .. import prompts, protocol
 from ..backends import Backend, BackendError, NotSent, SessionGone, ShellExit
@@ -20,8 +21,8 @@ from ..failure import failed_command
 from ..output import DisplaySink, OutputLimit, Sink
 from ..prompts import InputTerminal, Prompt
 from .catch_up import catch_up
-from .events import (CellBegun, Closing, EventQueue, InterruptAsked, LossMended, Notice,
-                     PromptAnswered, QueryAsked, QueryTimedOut)
+from .events import (CellBegun, Closing, EventQueue, InterruptAsked, LifecycleAsked, LossMended,
+                     Notice, PromptAnswered, QueryAsked, QueryTimedOut)
 from .keeper import Keeper
 from .pump import Pump
 from .types import CellRecord, Options, RunningCell, SHUTTING_DOWN, SessionError, ShellInfo
@@ -33,6 +34,8 @@ log = logging.getLogger("shell_kernel.session")
 LOSS_SEEN_S = 5.0
 #: How long close() waits for the pump to handle its Closing request.
 CLOSE_JOIN_S = 5.0
+
+T = TypeVar("T")
 
 
 class ShellSession:
@@ -85,7 +88,7 @@ class ShellSession:
         with self._run_lock:
             self._starting = True
             try:
-                return self._keeper.start(restore)
+                return self._on_io_worker(lambda: self._keeper.start(restore))
             finally:
                 self._starting = False
 
@@ -98,7 +101,7 @@ class ShellSession:
             if self._events.closed:
                 raise SessionError(SHUTTING_DOWN)
             if not keeper.up.is_set():
-                notice = keeper.restart()
+                notice = self._on_io_worker(keeper.restart)
                 if notice:
                     self._sink("stderr", f"[shell_kernel] {notice}\n")
             if keeper.start_notice:
@@ -202,10 +205,31 @@ class ShellSession:
                              if status else (None, None))
             return CellRecord(status, duration, cell.cwd, cell.interrupted, spill_path=spill,
                               command=command, line=line)
-        lost = cell.lost
-        message = self._keeper.lost_message(cell, lost, self._events.closed)
+        lost, keeper, closing = cell.lost, self._keeper, self._events.closed
+        message = keeper.lost_message(cell, lost, closing)
+        if keeper.replace_now(lost, closing):
+            try:
+                message = f"{message} {self._on_io_worker(keeper.replaced)}"
+            except SessionError as err:  # the session closed meanwhile
+                message = f"{message} {err}"
         status = lost.status if lost.status is not None else 1
         return CellRecord(status, duration, None, cell.interrupted, message, spill)
+
+    def _on_io_worker(self, step: Callable[[], T]) -> T:
+        """Run a step of the shell's lifecycle (start, restart) on the I/O
+        worker, the thread of the session's host I/O, and wait for it: its
+        result, or the exception it raised."""
+        done: Future = Future()
+
+        def job() -> None:
+            try:
+                done.set_result(step())
+            except BaseException as err:  # noqa: BLE001 - the caller re-raises it
+                done.set_exception(err)
+
+        if not self._events.push_unless_finished(LifecycleAsked(job)):
+            raise SessionError(SHUTTING_DOWN)
+        return done.result()
 
     # --------------------------------------------------------------- queries
     def query(self, what: str, text: str, timeout: float = 10.0) -> str | None:

@@ -152,6 +152,13 @@ class InterruptAsked:
 
 
 @dataclass(frozen=True)
+class LifecycleAsked:
+    """The caller has a step of the shell's lifecycle (start, restart) run
+    on the I/O worker: job runs it and resolves the caller's future."""
+    job: Callable[[], None]
+
+
+@dataclass(frozen=True)
 class KeeperChange:
     """A change the keeper makes, from a thread other than the pump's, to
     state the pump owns (the shell's up, lost and reattaches; the holding
@@ -169,7 +176,8 @@ class Closing:
 
 
 REQUESTS = (IoDone, ShellStarting, StartEnded, CellBegun, LossMended, PromptAnswered,
-            QueryAsked, QueryTimedOut, SelfCloseAsked, InterruptAsked, KeeperChange, Closing)
+            QueryAsked, QueryTimedOut, SelfCloseAsked, InterruptAsked, LifecycleAsked, KeeperChange,
+            Closing)
 Request = Union[REQUESTS]
 Event = Union[ShellEvent, Request]
 

@@ -1,12 +1,13 @@
-"""The session's I/O worker ("shell-kernel-io"): the one thread for blocking
-host I/O that neither the pump nor the caller may wait on: an interrupt's
-host steps (reap.sh through side commands, the post line sent again) and
-the reconnect of a durable session under a running cell.
+"""The session's I/O worker ("shell-kernel-io"): the one thread for the
+session's blocking host I/O, which the pump must not wait on: the shell's
+start and restart (the caller waits for them), a cell's and a query's
+lines, payloads fetched, an interrupt's host steps (reap.sh through side
+commands, the post line sent again) and the reconnect of a durable session.
 
 The pump submits jobs and is told each one's outcome as an IoDone event; a
 job may push events of its own on the way (a reconnect's progress). Jobs
 run one at a time, in the order given. The thread starts with the first
-job (most sessions never need one) and ends with the pump's close().
+job (the shell's start) and ends with the pump's close().
 """
 
 from __future__ import annotations

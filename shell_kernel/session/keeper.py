@@ -1,12 +1,13 @@
 """The current shell and its backend's lifecycle: start, adopt (a named
-session's shell), restart, reattach (on the caller's thread, or on the
-session's I/O worker while a cell runs), clean-up at close, and what the
-user is told when a shell is lost.
+session's shell), restart, reattach (all on the session's I/O worker: the
+caller waits for them), clean-up at close (on the closing thread), and
+what the user is told when a shell is lost.
 
 Which thread writes what (the package docstring has the whole table):
-- the caller (holding the session's run lock), or the I/O worker for
-  reattach_during_cell(): backend, info, token, generation, output,
-  start_notice, catch_up_due, last_cwd, the cell input; a start takes
+- the I/O worker, as it starts, restarts or reattaches the shell: backend,
+  info, token, generation, output, start_notice, catch_up_due, the cell
+  input; the caller (waiting for those steps, not meanwhile): last_cwd,
+  and takes start_notice and catch_up_due before a cell. A start takes
   over backend, generation and output under the event queue's condition,
   atomically with its close() (clean_up reads them after it);
 - the pump, and only the pump: up/down, lost and attachments (whether the
@@ -325,8 +326,9 @@ class Keeper:
                 "jobs are gone.")
 
     def lost_message(self, cell: RunningCell, lost: ShellExit, closing: bool) -> str:
-        """What the user is told about a cell whose shell was lost; a shell
-        that ended (not with its connection) is replaced here."""
+        """What the user is told about a cell whose shell was lost (a shell
+        that ended, not with its connection, is replaced at once: see
+        replace_now, whose word follows)."""
         if cell.replaced:
             what = ("The shell did not stop after SIGINT, SIGTERM and SIGKILL to this cell's "
                     "processes (it ignores SIGINT, e.g. after trap '' INT), so it was replaced.")
@@ -346,10 +348,20 @@ class Keeper:
         if lost.connection_lost:
             return (f"{what} The next cell reconnects and starts a new shell in the same "
                     "working directory with the same exported variables.")
+        return what
+
+    @staticmethod
+    def replace_now(lost: ShellExit, closing: bool) -> bool:
+        """A shell that ended (not with its connection) is replaced as its cell
+        ends, so that what was lost is told with that cell."""
+        return not closing and not lost.connection_lost
+
+    def replaced(self) -> str:
+        """restart(), for a shell replace_now says to replace: what to tell."""
         try:
-            return f"{what} {self.restart()}"
+            return self.restart()
         except SessionError as err:
-            return f"{what} A new shell could not be started: {err} The next cell tries again."
+            return f"A new shell could not be started: {err} The next cell tries again."
 
     # ----------------------------------------------------------- reattach
     def reattach(self, notice: Callable[[str], None]) -> None:

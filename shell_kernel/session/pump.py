@@ -31,8 +31,8 @@ from ..interrupts import EscalationResult, Outcome, interrupt_plan
 from ..output import TTY_TIE_SECONDS, Coalescer, DisplaySink, ScreenClears, Sink, StreamDecoder
 from .escalations import Escalations
 from .events import (CellBegun, CellLost, Closing, Event, EventQueue, Exited, FrameSeen,
-                     InterruptAsked, IoDone, KeeperChange, LossMended, Notice, Output,
-                     PromptAnswered, QueryAsked, QueryTimedOut, Reattached, REQUESTS,
+                     InterruptAsked, IoDone, KeeperChange, LifecycleAsked, LossMended, Notice,
+                     Output, PromptAnswered, QueryAsked, QueryTimedOut, Reattached, REQUESTS,
                      SelfCloseAsked, ShellStarting, StartEnded)
 from .io_worker import IoWorker
 from .prompt_tracker import PromptTracker
@@ -278,6 +278,9 @@ class Pump:
         keeper = self._keeper
         self._io.submit(lambda: keeper.reattach_during_cell(generation, ended))
 
+    def _on_lifecycle_asked(self, event: LifecycleAsked) -> None:
+        self._io.submit(event.job)  # (its IoDone is nobody's: the job answers the caller)
+
     def _on_keeper_change(self, event: KeeperChange) -> None:
         try:
             event.apply()
@@ -506,6 +509,7 @@ class Pump:
         SelfCloseAsked: _on_self_close_asked,
         InterruptAsked: _on_interrupt_asked,
         KeeperChange: _on_keeper_change,
+        LifecycleAsked: _on_lifecycle_asked,
     }
 
     def _finish_lost(self, cell: RunningCell, ended: ShellExit) -> None:

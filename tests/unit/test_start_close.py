@@ -33,7 +33,7 @@ def test_a_start_after_close_makes_nothing_run():
     session.close()
     with pytest.raises(SessionError, match=SHUTTING_DOWN):
         session.start()
-    assert len(made) == 1 and made[0].closed
+    assert all(shell.closed for shell in made)
 
 
 def test_a_close_during_a_start_closes_the_shell_it_starts():
