@@ -308,8 +308,11 @@ def _run_fleet(args, parameters: dict[str, str]) -> int:
     # nbformat validates with jsonschema, which imports rfc3987_syntax where it
     # is installed (jupyter-events requires it): 1.5-2.5 s of CPU building a
     # grammar, most of the runner's start-up, for IRI formats that no notebook
-    # check uses. An entry of None makes that optional import fail at once.
-    sys.modules.setdefault("rfc3987_syntax", None)
+    # check uses; and isoduration (with arrow: 30-100 ms) for durations, which
+    # no notebook schema has either. An entry of None makes that optional
+    # import fail at once.
+    for unused_format_checker in ("rfc3987_syntax", "isoduration"):
+        sys.modules.setdefault(unused_format_checker, None)
 
     for flag, value in (("-o", args.output), ("--kernel", args.kernel), ("--cwd", args.cwd)):
         if value is not None:
