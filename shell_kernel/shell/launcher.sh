@@ -39,16 +39,18 @@ start() {
 launch() {
   timeout=$1 generation=$2 keep=$3 stall=$4 reap=$5 spool=$6
   shift 6
-  { mkfifo "$dir/in" "$dir/out.fifo" "$dir/err.fifo" "$dir/watch" "$dir/tick" && : > "$dir/out.0" && : > "$dir/err.0" &&
+  { mkfifo "$dir/in" "$dir/out.fifo" "$dir/err.fifo" "$dir/watch" "$dir/tick" "$dir/wrapper.fifo" &&
+    : > "$dir/out.0" && : > "$dir/err.0" &&
     : > "$dir/tells_relay" &&
     printf '%s' "$reap" > "$dir/reap.sh" && printf '%s' "$spool" > "$dir/spool.sh"; } ||
     { rm -rf "$dir"; exit 1; }
 
   # The wrapper stays to record how the shell ended (relay.sh reports it),
-  # then wakes the watchdog (which tells the relay), and writes its pid
-  # (recorded below, with its start). The copiers are started from a
+  # then wakes the watchdog (which tells the relay), and says its pid on the
+  # FIFO $dir/wrapper.fifo (recorded below, with its start; opened
+  # read-write, so that it never blocks). The copiers are started from a
   # subshell that ends at once, so that the shell is the wrapper's only child.
-  wrapper='echo $$ > "$1/wrapper.new"; d=$1 u=$2 g=$3 k=$4 s=$5; shift 5
+  wrapper='echo $$ 1<>"$1/wrapper.fifo"; d=$1 u=$2 g=$3 k=$4 s=$5; shift 5
     ( sh "$d/spool.sh" copy "$d/out" "$g" "$k" "$s" < "$d/out.fifo" &
       sh "$d/spool.sh" copy "$d/err" "$g" "$k" "$s" < "$d/err.fifo" & )
     umask "$u"
@@ -61,21 +63,23 @@ launch() {
   # there setsid forks into a new session, without needing `setsid -f`
   # (util-linux before 2.31, BusyBox). Without any setsid the wrapper stays in
   # this SSH session's session; reap.sh all allows for that. (--norc --posix:
-  # no startup file is read, as none is wanted here.)
-  "$1" --norc --posix -c 'set -m
-    if command -v setsid >/dev/null 2>&1; then setsid "$@" & else "$@" & fi' shell_kernel \
+  # no startup file is read, as none is wanted here.) That bash then prints
+  # the wrapper's pid, read from $dir/wrapper.fifo (its standard input) as
+  # soon as the wrapper says it: `read -t` waits without a fork, at most 10 s.
+  pid=$("$1" --norc --posix -c 'set -m
+    if command -v setsid >/dev/null 2>&1; then
+      setsid "$@" </dev/null >/dev/null 2>&1 &
+    else
+      "$@" </dev/null >/dev/null 2>&1 &
+    fi
+    read -t 10 -r pid && echo "$pid"' shell_kernel \
     sh -c "$wrapper" shell_kernel "$dir" "$user_umask" "$generation" "$keep" "$stall" "$@" \
-    </dev/null >/dev/null 2>&1
+    <>"$dir/wrapper.fifo" 2>/dev/null)
   # The wrapper lives exactly as long as the shell: its pid is the session's.
-  pid=
-  n=0
-  while [ -z "$pid" ] && [ $n -lt 500 ]; do
-    [ -s "$dir/wrapper.new" ] && read -r pid < "$dir/wrapper.new"
-    [ -n "$pid" ] || sleep 0.01 2>/dev/null || sleep 1
-    n=$((n + 1))
-  done
-  [ -n "$pid" ] || { echo "shell_kernel: the shell did not start" >&2; rm -rf "$dir"; exit 1; }
-  pid_record "$pid" "$dir/wrapper.pid" && rm -f "$dir/wrapper.new"
+  case $pid in
+    '' | *[!0-9]*) echo "shell_kernel: the shell did not start" >&2; rm -rf "$dir"; exit 1 ;;
+  esac
+  pid_record "$pid" "$dir/wrapper.pid"
   read -r _ started < "$dir/wrapper.pid"
 
   (

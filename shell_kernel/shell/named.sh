@@ -29,19 +29,30 @@ shell_ended() {
   ! running "$s" || { ! procfs && ! pid_alive "$dir/shell.start"; }
 }
 
+# Sets $uid, this user's id (asked once: id forks).
+user_id() {
+  [ -n "${uid-}" ] || uid=$(id -u)
+}
+
 # private DIR: a directory (not a symlink) of this user, writable by nobody else.
 private() {
   [ -d "$1" ] && [ ! -L "$1" ] || return 1
   set -- $(ls -ldn -- "$1" 2>/dev/null)
-  [ "${3-}" = "$(id -u)" ] || return 1
+  user_id
+  [ "${3-}" = "$uid" ] || return 1
   case $1 in ?????w* | ????????w*) return 1 ;; esac
 }
 
-# Sets $sessions, this user's directory of named sessions, making it if need
-# be; false unless it is private.
+# Sets $sessions, this user's directory of named sessions.
+sessions_path() {
+  user_id
+  sessions=${TMPDIR:-/tmp}/shell_kernel-$uid
+}
+
+# sessions_path, making the directory if need be; false unless it is private.
 own_sessions_dir() {
-  sessions=${TMPDIR:-/tmp}/shell_kernel-$(id -u)
-  mkdir -m 700 "$sessions" 2>/dev/null
+  sessions_path
+  [ -d "$sessions" ] || mkdir -m 700 "$sessions" 2>/dev/null
   private "$sessions"
 }
 

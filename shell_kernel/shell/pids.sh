@@ -31,20 +31,13 @@ procfs() {
 # shell only, a daylight-saving change since) is told under any other.
 # Which of the two a record holds shows in its form (see same_start).
 pid_start() {
-  case $1 in '' | *[!0-9]*) return 0 ;; esac
-  if procfs; then
-    pid_stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-    set -- ${pid_stat##*) }
-    [ $# -ge 20 ] && echo "${20}"
-  else
-    set -- $(TZ=UTC0 LC_ALL=C ps -o pgid= -o lstart= -p "$1" 2>/dev/null)
-    [ $# -eq 6 ] && (IFS=,; echo "$*")
-  fi
+  read_start "$1"
+  [ -z "$pid_now" ] || echo "$pid_now"
 }
 
-# read_start PID: sets $pid_now to what pid_start prints, without a fork
+# read_start PID: sets $pid_now to what pid_start prints. Without a fork
 # where /proc is read and the command name holds no newline (read takes one
-# line): so that a watchdog's looks cost its host nothing.
+# line): records and looks cost the host no process.
 read_start() {
   pid_now=
   case $1 in '' | *[!0-9]*) return 0 ;; esac
@@ -52,12 +45,16 @@ read_start() {
     pid_stat=
     read -r pid_stat 2>/dev/null < "/proc/$1/stat" || [ -n "$pid_stat" ] || return 0
     case $pid_stat in *") "*) set -- "$1" ${pid_stat##*) } ;; *) set -- "$1" ;; esac
-    if [ $# -ge 21 ]; then
-      eval "pid_now=\${21}"
-      return 0
+    if [ $# -lt 21 ]; then
+      pid_stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+      set -- "$1" ${pid_stat##*) }
     fi
+    [ $# -ge 21 ] && eval "pid_now=\${21}"
+  else
+    set -- $(TZ=UTC0 LC_ALL=C ps -o pgid= -o lstart= -p "$1" 2>/dev/null)
+    [ $# -eq 6 ] && pid_now="$1,$2,$3,$4,$5,$6"
   fi
-  pid_now=$(pid_start "$1")
+  return 0
 }
 
 # The awk function same_start(RECORDED, NOW): whether two start words name
@@ -90,8 +87,8 @@ start_kind() {
 # pid_record PID FILE: writes "PID START" into FILE, in one write (a reader
 # at that moment finds no record, never half of one).
 pid_record() {
-  pid_line="$1 $(pid_start "$1")"
-  echo "$pid_line" > "$2"
+  read_start "$1"
+  echo "$1 $pid_now" > "$2"
 }
 
 # pid_is PID START: PID still names the process that started at START.

@@ -35,20 +35,33 @@ noted=$*
 
 #include pids.sh
 
-# Prints "pid ppid sid pgid state" a line. From /proc/*/stat where there is a /proc:
-# less than half of what ps costs (ps reads two files a process and starts
-# slower), which counts on a host with many sessions, each scanning the
-# whole table when it ends. A stat line is "PID (NAME) STATE PPID PGRP SID
-# ...", NAME being anything, even ") " and newlines: a record ends where the
-# text after its last ") " has all the fields. Else ps, with "-" for sid
-# and pgid where ps has no sid (it is not POSIX).
+# The awk rule that reads the process table and calls row(PID, PPID, SID,
+# PGID, STATE) for each process: with raw set, the text of /proc/*/stat
+# (where there is a /proc: less than half of what ps costs, as ps reads two
+# files a process and starts slower, which counts on a host with many
+# sessions, each scanning the whole table when it ends); else the rows
+# table prints. A stat line is "PID (NAME) STATE PPID PGRP SID ...", NAME
+# being anything, even ") " and newlines: a record ends where the text
+# after its last ") " has all the fields.
+rows_awk='
+!raw { row($1, $2, $3, $4, $5); next }
+{ record = (record == "") ? $0 : record "\n" $0
+  rest = record; sub(/.*\) /, "", rest)
+  if (split(rest, v, " ") < 20) next
+  split(record, head, " "); row(head[1], v[2], v[4], v[3], v[1]); record = "" }'
+
+# proc_stats: the text of every /proc/*/stat (rows_awk's with raw set).
+proc_stats() {
+  cat /proc/[0-9]*/stat 2>/dev/null
+}
+
+# Prints "pid ppid sid pgid state" a line: from /proc/*/stat where there is
+# a /proc, else ps, with "-" for sid and pgid where ps has no sid (it is not
+# POSIX).
 table() {
   if procfs; then
-    rows=$(cat /proc/[0-9]*/stat 2>/dev/null | awk '
-      { record = (record == "") ? $0 : record "\n" $0
-        rest = record; sub(/.*\) /, "", rest)
-        if (split(rest, v, " ") < 20) next
-        split(record, head, " "); print head[1], v[2], v[4], v[3], v[1]; record = "" }')
+    rows=$(proc_stats | awk -v raw=1 "$rows_awk"'
+      function row(p, pp, s, g, st) { print p, pp, s, g, st }')
     # Empty only if reading /proc failed (this shell is in it): ps then.
     if [ -n "$rows" ]; then printf '%s\n' "$rows"; return; fi
   fi
@@ -56,86 +69,95 @@ table() {
     ps -A -o pid= -o ppid= -o stat= | awk '{ print $1, $2, "-", "-", $3 }'
 }
 
-# $1: cell (the cell's tree and the noted processes), orphans (the noted
-# processes and their descendants: the cell is over, and the jobs file now
-# lists its own background jobs, which belong to the interrupted cell too)
-# or all (every descendant and every member of the shell's session).
-# $2: tokens (print PID:START tokens) or nothing (print pids).
+# The awk function members(SCOPE, FORMAT), over the processes given to
+# row(): SCOPE cell (the cell's tree and the noted processes), orphans (the
+# noted processes and their descendants: the cell is over, and the jobs
+# file now lists its own background jobs, which belong to the interrupted
+# cell too) or all (every descendant and every member of the shell's
+# session); FORMAT tokens (PID:START tokens) or anything else (pids); each
+# followed by a space. It reads the awk variables root, jobs, noted and
+# procfs (members below sets them).
+members_awk='
+function row(p, pp, s, g, st) { parent[p] = pp; sid[p] = s; group[p] = g; order[++rows] = p }
+# When process p started, as pid_start (pids.sh) tells it; "" if it is
+# gone or no start can be told here. Field 22 of /proc/p/stat (clock
+# ticks after boot; the command name before it may hold anything, even
+# ") " and newlines), else ps: its group and lstart (in UTC, as pids.sh).
+function started(p,   file, line, text, n, v) {
+  if (!procfs) return lstart(p)
+  file = "/proc/" p "/stat"
+  while ((getline line < file) > 0) text = text line "\n"
+  close(file)
+  sub(/.*\) /, "", text)
+  n = split(text, v, " ")
+  return n >= 20 ? v[20] : ""
+}
+function lstart(p,   command, line, v, n, i, when) {
+  if (!lstart_read) {
+    lstart_read = 1
+    command = "TZ=UTC0 LC_ALL=C ps -A -o pid= -o pgid= -o lstart= 2>/dev/null"
+    while ((command | getline line) > 0) {
+      if (split(line, v, " ") != 7) continue
+      when = v[2]
+      for (i = 3; i <= 7; i++) when = when "," v[i]
+      started_at[v[1]] = when; lstart_seen = 1
+    }
+    close(command)
+  }
+  return (p in started_at) ? started_at[p] : ""
+}
+# PID:START; PID alone where no start can be told; "" once p is gone.
+function token(p,   when) {
+  when = started(p)
+  if (when != "") return p ":" when
+  return (procfs || lstart_seen) ? "" : p
+}
+# The pid a noted token names if it is still that process, else "". A
+# token without START (its start could not be told) is taken as it is.
+function still(noted_token,   colon, p, when) {
+  colon = index(noted_token, ":")
+  if (!colon) return noted_token
+  p = substr(noted_token, 1, colon - 1)
+  when = substr(noted_token, colon + 1)
+  return (when == "" || same_start(when, started(p))) ? p : ""
+}
+function members(scope, format,   session, n, i, p, q, hops, verdict, t, out) {
+  # The shell is not always its session leader (a durable session has a
+  # wrapper above it); its session is what its background daemons share.
+  session = (sid[root] ~ /^[0-9]+$/) ? sid[root] : root
+  n = split(jobs, s, /[ \n]+/)
+  for (i = 1; i <= n; i++) if (s[i] != "") excluded[s[i]] = 1
+  n = split(noted, s, /[ \n]+/)
+  for (i = 1; i <= n; i++) if (s[i] != "" && (p = still(s[i])) != "") listed[p] = 1
+  for (i = 1; i <= rows; i++) {
+    p = order[i]
+    if (p == root) continue
+    q = p; hops = 0; verdict = (p in listed)
+    if (scope == "all" && sid[p] == session) { verdict = 1; q = "" }
+    while (q != "" && q > 1 && hops++ < 128) {
+      if (q in excluded) { verdict = 0; break }
+      if (scope == "orphans") { if (q in listed) { verdict = 1; break } }
+      else if (parent[q] == root) { verdict = 1; break }
+      q = parent[q]
+    }
+    if (!verdict) continue
+    if (format != "tokens") out = out p " "
+    else if ((t = token(p)) != "") out = out t " "
+  }
+  return out
+}'
+
+# members SCOPE [tokens]: members(SCOPE, FORMAT) of the table (or of
+# $snapshot, a table read before).
 members() {
   jobs=
   if [ "$1" = cell ] && [ -r "$dir/jobs" ]; then jobs=$(cat "$dir/jobs"); fi
   with_proc=
   if procfs; then with_proc=yes; fi
   { if [ -n "${snapshot-}" ]; then printf '%s\n' "$snapshot"; else table; fi; } |
-    awk -v root="$root" -v jobs="$jobs" -v noted="$noted" -v scope="$1" \
-      -v format="$2" -v procfs="$with_proc" "$pid_awk"'
-    # When process p started, as pid_start (pids.sh) tells it; "" if it is
-    # gone or no start can be told here. Field 22 of /proc/p/stat (clock
-    # ticks after boot; the command name before it may hold anything, even
-    # ") " and newlines), else ps: its group and lstart (in UTC, as pids.sh).
-    function started(p,   file, line, text, n, v) {
-      if (!procfs) return lstart(p)
-      file = "/proc/" p "/stat"
-      while ((getline line < file) > 0) text = text line "\n"
-      close(file)
-      sub(/.*\) /, "", text)
-      n = split(text, v, " ")
-      return n >= 20 ? v[20] : ""
-    }
-    function lstart(p,   command, line, v, n, i, when) {
-      if (!lstart_read) {
-        lstart_read = 1
-        command = "TZ=UTC0 LC_ALL=C ps -A -o pid= -o pgid= -o lstart= 2>/dev/null"
-        while ((command | getline line) > 0) {
-          if (split(line, v, " ") != 7) continue
-          when = v[2]
-          for (i = 3; i <= 7; i++) when = when "," v[i]
-          started_at[v[1]] = when; lstart_seen = 1
-        }
-        close(command)
-      }
-      return (p in started_at) ? started_at[p] : ""
-    }
-    # PID:START; PID alone where no start can be told; "" once p is gone.
-    function token(p,   when) {
-      when = started(p)
-      if (when != "") return p ":" when
-      return (procfs || lstart_seen) ? "" : p
-    }
-    # The pid a noted token names if it is still that process, else "". A
-    # token without START (its start could not be told) is taken as it is.
-    function still(noted_token,   colon, p, when) {
-      colon = index(noted_token, ":")
-      if (!colon) return noted_token
-      p = substr(noted_token, 1, colon - 1)
-      when = substr(noted_token, colon + 1)
-      return (when == "" || same_start(when, started(p))) ? p : ""
-    }
-    { parent[$1] = $2; sid[$1] = $3; order[NR] = $1 }
-    END {
-      # The shell is not always its session leader (a durable session has a
-      # wrapper above it); its session is what its background daemons share.
-      session = (sid[root] ~ /^[0-9]+$/) ? sid[root] : root
-      n = split(jobs, s, /[ \n]+/)
-      for (i = 1; i <= n; i++) if (s[i] != "") excluded[s[i]] = 1
-      n = split(noted, s, /[ \n]+/)
-      for (i = 1; i <= n; i++) if (s[i] != "" && (p = still(s[i])) != "") listed[p] = 1
-      for (i = 1; i <= NR; i++) {
-        p = order[i]
-        if (p == root) continue
-        q = p; hops = 0; verdict = (p in listed)
-        if (scope == "all" && sid[p] == session) { verdict = 1; q = "" }
-        while (q != "" && q > 1 && hops++ < 128) {
-          if (q in excluded) { verdict = 0; break }
-          if (scope == "orphans") { if (q in listed) { verdict = 1; break } }
-          else if (parent[q] == root) { verdict = 1; break }
-          q = parent[q]
-        }
-        if (!verdict) continue
-        if (format != "tokens") print p
-        else if ((t = token(p)) != "") print t
-      }
-    }' | tr '\n' ' '
+    awk -v root="$root" -v jobs="$jobs" -v noted="$noted" -v procfs="$with_proc" \
+      -v scope="$1" -v format="${2-}" "$pid_awk$members_awk$rows_awk"'
+    END { printf "%s", members(scope, format) }'
 }
 
 # ignores_term PID: PID ignores SIGTERM (bit 15 of SigIgn in its status),
@@ -218,44 +240,54 @@ case $mode in
     echo $pids
     ;;
   all)
-    # One table for all of it, and a second only where it may be needed:
-    # where sessions end together (a fleet's), each reads every process's
-    # entry, and those reads are most of the cost.
-    snapshot=$(table)
-    tokens=$(members all tokens)
-    # From the table: the session's id (the root's, or the root's pid once
-    # it is gone, as members tells it); whether the root is in the table;
-    # this script and its ancestors, spared (a durable shell started on a
-    # host without setsid shares the session of the SSH session that
-    # started it, which may be the one running this); the session's process
-    # groups with nothing spared in them; and "one" where the root and
-    # every member are in the session's own group, nothing spared in it.
-    facts=$(printf '%s\n' "$snapshot" | awk -v root="$root" -v me="$$" -v members=" $tokens " '
-      { up[$1] = $2; sid[$1] = $3; group[$1] = $4 }
-      END {
-        session = (sid[root] ~ /^[0-9]+$/) ? sid[root] : root
-        print session
-        print (root in up) ? "seen" : "gone"
-        for (p = me; p != "" && p > 1 && hops++ < 128; p = up[p]) {
-          spared = spared " " p; kept[group[p]] = 1
-          if (sid[p] == session) shared = 1
-        }
-        print spared " "
-        for (p in up)
-          if (sid[p] == session && group[p] ~ /^[0-9]+$/ && group[p] > 1 && !(group[p] in kept))
-            groups[group[p]] = 1
-        for (g in groups) printf "-%s ", g
-        print ""
-        one = !shared && !(root in up && (sid[root] != session || group[root] != session))
-        n = split(members, token, " ")
-        for (i = 1; i <= n; i++) {
-          p = token[i]; sub(/:.*/, "", p)
-          if (sid[p] != session || group[p] != session) one = 0
-        }
-        print one ? "one" : "many"
-      }')
+    # One read of the table, and one awk, for all of it, and a second read
+    # only where it may be needed: where sessions end together (a fleet's),
+    # each reads every process's entry, and those reads are most of the cost.
+    # It prints the session's members as tokens, then facts of the table:
+    # the session's id (the root's, or the root's pid once it is gone, as
+    # members tells it); whether the root is in the table; this script and
+    # its ancestors, spared (a durable shell started on a host without
+    # setsid shares the session of the SSH session that started it, which
+    # may be the one running this); the session's process groups with
+    # nothing spared in them; and "one" where the root and every member are
+    # in the session's own group, nothing spared in it.
+    facts_awk='
+    END {
+      if (raw && !rows) exit
+      tokens = members("all", "tokens")
+      print tokens
+      session = (sid[root] ~ /^[0-9]+$/) ? sid[root] : root
+      print session
+      print (root in parent) ? "seen" : "gone"
+      for (p = me; p != "" && p > 1 && hops++ < 128; p = parent[p]) {
+        spared = spared " " p; kept[group[p]] = 1
+        if (sid[p] == session) shared = 1
+      }
+      print spared " "
+      for (p in parent)
+        if (sid[p] == session && group[p] ~ /^[0-9]+$/ && group[p] > 1 && !(group[p] in kept))
+          groups[group[p]] = 1
+      for (g in groups) printf "-%s ", g
+      print ""
+      one = !shared && !(root in parent && (sid[root] != session || group[root] != session))
+      n = split(tokens, each, " ")
+      for (i = 1; i <= n; i++) {
+        p = each[i]; sub(/:.*/, "", p)
+        if (sid[p] != session || group[p] != session) one = 0
+      }
+      print one ? "one" : "many"
+    }'
+    with_proc=
+    if procfs; then with_proc=yes; fi
+    facts=
+    # With raw: nothing if reading /proc failed (this shell is in it): ps then.
+    [ -z "$with_proc" ] || facts=$(proc_stats | awk -v raw=1 -v root="$root" -v me="$$" -v jobs= \
+      -v noted="$noted" -v procfs=yes "$pid_awk$members_awk$rows_awk$facts_awk")
+    [ -n "$facts" ] || facts=$(table | awk -v root="$root" -v me="$$" -v jobs= \
+      -v noted="$noted" -v procfs="$with_proc" "$pid_awk$members_awk$rows_awk$facts_awk")
     nl='
 '
+    tokens=${facts%%"$nl"*} facts=${facts#*"$nl"}
     session=${facts%%"$nl"*} facts=${facts#*"$nl"}
     seen=${facts%%"$nl"*} facts=${facts#*"$nl"}
     spared=${facts%%"$nl"*} facts=${facts#*"$nl"}

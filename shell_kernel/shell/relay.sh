@@ -42,9 +42,11 @@ fi
 relay=$$
 # This relay's children, each "PID START": one that has ended may have been
 # reaped (`wait` reaps them all), and its pid handed to another process.
+# child PID sets $child to PID's record.
 out= err= input= watch=
 child() {
-  echo "$1 $(pid_start "$1")"
+  read_start "$1"
+  child="$1 $pid_now"
 }
 stop() {
   for running in "$out" "$err" "$input" "$watch"; do
@@ -64,9 +66,11 @@ mine=
 read -r mine 2>/dev/null < "$dir/relay.pid"
 # The followers' own complaints must not look like output.
 sh "$dir/spool.sh" follow "$dir/out" "$4" "$marker" "$relay" 2>/dev/null &
-out=$(child $!)
+child $!
+out=$child
 sh "$dir/spool.sh" follow "$dir/err" "$5" "$marker" "$relay" 3>&2 2>/dev/null 1>&3 &
-err=$(child $!)
+child $!
+err=$child
 # A shell that ended before this relay was recorded: the watchdog may have
 # looked for a relay to tell before.
 if session_over "$dir" "$pid" "$started"; then
@@ -77,24 +81,29 @@ fi
 # A session whose watchdog does not tell (launched by an older
 # shell_kernel, which has no DIR/tells_relay) is looked at every second.
 if [ ! -e "$dir/tells_relay" ]; then
-  relay_start=$(pid_start "$relay")
+  read_start "$relay"
+  relay_start=$pid_now
   (
     while pid_is "$pid" "$started"; do sleep 1; done
     pid_is "$relay" "$relay_start" && kill -USR1 "$relay" 2>/dev/null
   ) </dev/null >/dev/null 2>&1 &
-  watch=$(child $!)
+  child $!
+  watch=$child
 fi
 # The input, but for the kernel's own lines; its status says whether it
 # ended within HEARD seconds of the kernel's last line. (No startup file:
 # BASH_ENV.) An acknowledgement costs the host no process: it is read here,
 # by the bash that reads the input, with its builtins (rm only once a whole
 # spool file was received). It writes when the kernel last acknowledged
-# (DIR/acked: a kernel reading, see spool.sh; the time is the relay's start,
-# from date, plus bash's SECONDS), has the spool files it received removed
-# and, a named session's, records the offsets (DIR/delivered: where the next
-# kernel resumes) while it is still OWNER's. Both are rewritten in place, in
-# one write of a fixed length: a reader never finds one empty.
-forward='LC_ALL=C heard=$SECONDS line= dir=$3 owner=$4 since=$5
+# (DIR/acked: a kernel reading, see spool.sh; the time is the bash's start,
+# from printf, or date before bash 4.2, plus SECONDS), has the spool files
+# it received removed and, a named session's, records the offsets
+# (DIR/delivered: where the next kernel resumes) while it is still OWNER's.
+# Both are rewritten in place, in one write of a fixed length: a reader
+# never finds one empty.
+forward='LC_ALL=C heard=$SECONDS line= dir=$3 owner=$4 since=
+printf -v since "%(%s)T" -1 2>/dev/null
+case $since in "" | *[!0-9]*) since=$(date +%s 2>/dev/null) ;; esac
 case $since in *[!0-9]*) since= ;; esac
 # drop PREFIX OFFSET: removes the generations of a stream that end before
 # OFFSET (where the next one starts), never the newest (as in spool.sh).
@@ -132,12 +141,13 @@ while IFS= read -r line; do
   esac
 done
 [ -z "$line" ] || printf %s "$line"
-[ $((SECONDS - heard)) -le "$6" ]'
+[ $((SECONDS - heard)) -le "$5" ]'
 exec 3<>"$dir/in" 4<&0
 # (An asynchronous command's stdin would be /dev/null.)
 BASH_ENV= "$bash" --norc --noprofile -c "$forward" shell_kernel "$heartbeat" "$ack" "$dir" \
-  "$owner" "$(date +%s 2>/dev/null)" "$heard" <&4 >&3 2>/dev/null &
-input=$(child $!)
+  "$owner" "$heard" <&4 >&3 2>/dev/null &
+child $!
+input=$child
 wait "${input%% *}"
 closed=$?
 stop

@@ -25,8 +25,15 @@ shift
 
 #include pids.sh
 
-# The start offsets of a stream's generation files, ascending.
+# The start offsets of a stream's generation files, ascending (sorted only
+# where there are several: sort forks).
 generations() {
+  set -- "$1" "$1".[0-9]*
+  if [ $# -eq 2 ]; then
+    n=${2#"$1".}
+    case $n in *[!0-9]*) ;; *) echo "$n" ;; esac
+    return
+  fi
   for f in "$1".[0-9]*; do
     n=${f#"$1".}
     case $n in *[!0-9]*) ;; *) echo "$n" ;; esac
@@ -103,14 +110,15 @@ copy() {
 # RELAY (USR2) to end the relay: the next one starts after the gap, and says so.
 follow() {
   prefix=$1 at=$2 marker=$3 relay=$4
-  relay_start=$(pid_start "$relay")  # it is this one's parent, alive now
+  read_start "$relay"  # it is this one's parent, alive now
+  relay_start=$pid_now
   wake=$prefix.wake.$$ count=$prefix.count.$$ tailpid=$prefix.tail.$$
   tail=
   trap 'clean_up; exit 0' TERM
-  mkfifo "$wake" "$count" || fail
+  mkfifo "$wake" "$count" "$tailpid" || fail
   # Held open for reading and writing: a wake-up written while this one is
-  # busy waits in it, and opening it never blocks.
-  exec 6<>"$wake"
+  # busy waits in it, and opening it never blocks (and so for tail's pid).
+  exec 6<>"$wake" 7<>"$tailpid"
   drop "$prefix" "$at"
   set -- $(generations "$prefix")
   [ $# -gt 0 ] || fail
@@ -135,21 +143,17 @@ follow() {
 # adds to $pos what it printed. tail -f cannot be told to stop at the end of
 # the file, so it is killed, and tee counts what it had passed on by then.
 live() {
-  : > "$tailpid"
   wc -c < "$count" > "$count.n" &
   counter=$!
-  # tail says its own pid: a signal sent to a child this shell has just
-  # forked can be lost before the child starts tail.
-  sh -c 'echo $$ > "$1"; exec tail -c +"$2" -f "$3"' tail "$tailpid" $((pos + 1)) "$1" |
+  # tail says its own pid, on the FIFO $tailpid: a signal sent to a child
+  # this shell has just forked can be lost before the child starts tail.
+  sh -c 'echo $$ 1<>"$1"; exec tail -c +"$2" -f "$3"' tail "$tailpid" $((pos + 1)) "$1" |
     tee "$count" &
   tee=$!
-  tries=0
-  until read -r tail 2>/dev/null < "$tailpid" && [ -n "$tail" ]; do
-    tries=$((tries + 1))
-    [ $tries -le 100 ] || fail  # it did not start
-    sleep 0.01 2>/dev/null || sleep 1
-  done
-  tail="$tail $(pid_start "$tail")"  # signalled only while it is that process
+  tail=
+  read -r tail <&7
+  read_start "$tail"
+  tail="$tail $pid_now"  # signalled only while it is that process
   next=$gen
   until [ "$next" -gt "$gen" ]; do
     read -r next <&6 || next=$gen
@@ -161,9 +165,10 @@ live() {
   pos=$((pos + printed))
 }
 
+# (Nothing to remove once the session's directory went with its end.)
 clean_up() {
   pid_is $tail && kill -KILL "${tail%% *}" 2>/dev/null
-  rm -f "$wake" "$count" "$count.n" "$tailpid"
+  [ ! -d "${prefix%/*}" ] || rm -f "$wake" "$count" "$count.n" "$tailpid"
 }
 
 fail() {

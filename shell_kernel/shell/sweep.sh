@@ -18,15 +18,19 @@
 # waits for it.
 SWEEP_MAX=100
 sweep() {
-  own_sessions_dir || return 0
+  # The stamp is read before the directory is checked (which forks): in a
+  # directory that is not the user's private one, where a stranger could
+  # put it, it only puts off a sweep that own_sessions_dir would refuse.
+  sessions_path
   now=$(date +%s 2>/dev/null) || return 0
   last=
-  read -r last 2>/dev/null < "$sessions/.swept"
+  [ -f "$sessions/.swept" ] && read -r last 2>/dev/null < "$sessions/.swept"
   case $last in '' | *[!0-9]*) last=0 ;; esac
   [ $((now - last)) -ge 3600 ] || [ "$last" -gt "$now" ] || return 0
+  own_sessions_dir || return 0
   echo "$now" > "$sessions/.swept"
   tmp=${TMPDIR:-/tmp}
-  find "$tmp/." ! -name . -prune -name 'shell_kernel.*' -type d -user "$(id -u)" -mtime +0 \
+  find "$tmp/." ! -name . -prune -name 'shell_kernel.*' -type d -user "$uid" -mtime +0 \
     2>/dev/null | {
     n=0
     while [ $n -lt $SWEEP_MAX ] && IFS= read -r dir; do
