@@ -51,8 +51,8 @@ def session_script(token: str, snapshot_exports: bool = False, state_dir: str | 
             settings.append(b"__shell_kernel_restore_cwd="
                             + ansi_c_quote(cwd.encode(errors="surrogateescape")))
     if tty:
-        settings.append(b"__shell_kernel_tty=1\n" + shell.script("tty.bash").encode())
-    return b"\n".join(settings) + b"\n" + shell.script("session.bash").encode()
+        settings.append(b"__shell_kernel_tty=1\n" + shell.bash_code("tty.bash").encode())
+    return b"\n".join(settings) + b"\n" + shell.bash_code("session.bash").encode()
 
 
 def bootstrap_lines(script: bytes) -> bytes:

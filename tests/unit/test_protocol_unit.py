@@ -362,3 +362,18 @@ def test_a_status_the_err_trap_cannot_see_names_the_command_that_stopped_the_cha
     assert failed_command("echo a; grep -q x f && echo found", None, None) == ("grep -q x f", 1)
     for cell in ("! true", "a && b && c", "a || b", "if a; then b; fi", "echo 'a && b'"):
         assert failed_command(cell, None, None) == (None, None), cell
+
+
+@pytest.mark.parametrize("name", ["session.bash", "tty.bash"])
+def test_the_session_code_sent_without_comments_is_the_same_code(name):
+    """The session's bash code goes without its comment lines (bash_code): as
+    bash parses it, the same code. Inside a function, `declare -f` prints
+    bash's own parse, without comments: a line that is not a comment (inside
+    a quoted string spanning lines) would change it."""
+    def parsed(code: str) -> str:
+        return subprocess.run([TEST_BASH, "--norc", "--noprofile", "-c",
+                               f"__parsed() {{\n{code}\n}}\ndeclare -f __parsed"],
+                              capture_output=True, text=True, check=True).stdout
+
+    assert shell.bash_code(name) != shell.script(name)  # comments were there to remove
+    assert parsed(shell.bash_code(name)) == parsed(shell.script(name))
