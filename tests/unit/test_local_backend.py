@@ -190,6 +190,17 @@ def test_close_ends_a_spawned_shell_that_no_start_took(tmp_path):
         backend.start(Received().on_output, Received().on_exit)
 
 
+def test_a_start_that_finds_its_spawned_shell_closed_says_so(tmp_path):
+    """The launcher closes the shell it spawned at shutdown, which may come
+    as the backend takes it over."""
+    shell = SpawnedShell(bash_argv("bash", True), environment(tmp_path))
+    shell.close()
+    backend = LocalBackend(clean=True, spawned=shell)
+    with pytest.raises(BackendError, match="closed the session"):
+        backend.start(Received().on_output, Received().on_exit)
+    backend.close()
+
+
 @pytest.mark.parametrize("delay", [0.0, 0.001, 0.005, 0.02, 0.1])
 def test_close_while_start_runs_leaves_no_shell(tmp_path, delay):
     """Whichever comes first, start() returns or says the session closed,
