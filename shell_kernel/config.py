@@ -51,10 +51,12 @@ class KernelConfig:
             if self.session:
                 return lambda: LocalNamedBackend(self.session, take_over=self.take_over,
                                                  bash=self.bash, clean=self.clean,
-                                                 idle_timeout=idle)
+                                                 idle_timeout=idle,
+                                                 completion=not self.no_completion)
             first = [spawned] if spawned is not None else []
             return lambda: LocalBackend(bash=self.bash, clean=self.clean,
-                                        spawned=first.pop() if first else None)
+                                        spawned=first.pop() if first else None,
+                                        completion=not self.no_completion)
         from .backends.ssh.backend import SSHBackend
         from .backends.ssh.target import resolve
 

@@ -61,7 +61,8 @@ class ShellLaunch:
         from .backends import bash_argv
         from .backends.local.spawn import SpawnedShell, bash_version_probe
         try:
-            self._spawned = SpawnedShell(bash_argv(self.config.bash, self.config.clean))
+            self._spawned = SpawnedShell(bash_argv(self.config.bash, self.config.clean,
+                                                   not self.config.no_completion))
             self._version_probe = bash_version_probe(self.config.bash)
         except OSError as err:
             # The session's own start tries again, and says what is wrong.

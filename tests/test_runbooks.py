@@ -201,6 +201,24 @@ def test_compare_with_an_earlier_run(jupyter_prefix, tmp_path):
 
 
 @pytest.mark.timeout(240)
+def test_a_local_run_skips_bash_completion_with_the_options_it_would_have_set(jupyter_prefix,
+                                                                                tmp_path):
+    """A run's local kernel too starts bash --no-completion (progcomp off: the
+    login hook skips bash-completion), and its cells get the options a login
+    shell here has."""
+    probe = "shopt -p progcomp extglob hostcomplete || true"
+    login = subprocess.run(["bash", "-l", "-i"], input=probe + "\n", capture_output=True,
+                           text=True, cwd=tmp_path)
+    (tmp_path / "job.sh").write_text(f"# %%\nps -o args= -p $$\n\n# %%\n{probe}\n")
+    result = cli(["job.sh", "--kernel", "shell-test", "--no-timing"], tmp_path)
+    assert result.returncode == EXIT_OK, result.stdout + result.stderr
+    nb = nbformat.read(tmp_path / "job.out.ipynb", as_version=4)
+    assert nb.cells[0].outputs[0].text.split()[1:] == ["+O", "progcomp", "-l", "-i", "+o",
+                                                       "history"]
+    assert nb.cells[1].outputs[0].text == login.stdout
+
+
+@pytest.mark.timeout(240)
 def test_provenance_over_ssh(jupyter_prefix, tmp_path):
     # A run's kernel is started --no-completion: its bash starts with progcomp off.
     (tmp_path / "deploy.sh").write_text("# %%\nps -o args= -p $$\n")

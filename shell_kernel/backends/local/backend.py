@@ -72,10 +72,11 @@ class LocalBackend(ChannelBackend):
     capabilities = Capabilities(description="local")
 
     def __init__(self, bash: str = "bash", clean: bool = False, env: dict | None = None,
-                 spawned: SpawnedShell | None = None):
+                 spawned: SpawnedShell | None = None, completion: bool = True):
         """spawned: a shell that the kernel's launcher started already (with
-        the same bash, clean and env), which the first start() takes."""
-        self._argv = bash_argv(bash, clean)
+        the same bash, clean, completion and env), which the first start()
+        takes. completion: see bash_argv."""
+        self._argv = bash_argv(bash, clean, completion)
         self._env = env
         channels = LocalChannels()
         super().__init__(channels, LocalShell(channels, self._argv, env, spawned),
@@ -109,12 +110,12 @@ class LocalNamedBackend(ChannelBackend):
     drives it over local processes (processes.LocalChannels)."""
 
     def __init__(self, session: str, take_over: bool = False, bash: str = "bash",
-                 clean: bool = False, idle_timeout: float = 3600.0):
+                 clean: bool = False, idle_timeout: float = 3600.0, completion: bool = True):
         # Its output crosses the spool apart from the prompt terminal's reports.
         self.capabilities = Capabilities(description=f"local session {session}",
                                          can_reattach=True, output_lag=0.15,
                                          outlives_kernel=True)
-        self._bash_argv = bash_argv(bash, clean)
+        self._bash_argv = bash_argv(bash, clean, completion)
         channels = LocalChannels()
         side = SideShell(channels.open, LAUNCH_TIMEOUT)
         super().__init__(channels, DurableShell(channels, side, self._bash_argv, idle_timeout,
