@@ -43,9 +43,6 @@ log = logging.getLogger("shell_kernel.session")
 
 # How long a shell asked to end itself (close) may take before the reaper does it.
 SELF_CLOSE_TIMEOUT = 3.0
-# How long close() waits for the pump to apply a change of the shell's state
-# (the pump may be stuck in a host's I/O; the change is applied later anyway).
-CLOSING_CHANGE_WAIT_S = 2.0
 # How long close() keeps trying to reach a host whose connection was lost, to
 # clean up after the shell (a host that restarts), and the pause between tries.
 CLEANUP_RECONNECT_SECONDS = 5.0
@@ -132,17 +129,17 @@ class Keeper:
     # ----------------------------------------------------------- liveness
     def _change(self, apply: Callable[[], None]) -> None:
         """Apply a change of up, lost or attachments on the pump's thread, the
-        one writer: from another thread, as a request it waits for. Once the
-        pump handles no more requests (close), nobody else reads them."""
+        one writer: from another thread, as a request it waits for, but not
+        while the session closes (close() reads none of them after; the pump
+        may be slow to take it). Once the pump handles no more requests,
+        nobody else reads them: applied here."""
         if threading.current_thread() is self._pump_thread:
             apply()
             return
         applied = threading.Event()
         if not self._events.push_unless_finished(KeeperChange(apply, applied)):
             apply()
-        elif self._events.closed:
-            applied.wait(CLOSING_CHANGE_WAIT_S)
-        else:
+        elif not self._events.closed:  # (closing: nobody reads them after; the pump applies it)
             applied.wait()
 
     def shell_lost(self, ended: ShellExit) -> bool:
