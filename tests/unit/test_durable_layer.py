@@ -4,7 +4,6 @@ the end of a relay, and the named open. No host, no sshd, no timeouts."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -15,6 +14,7 @@ from shell_kernel.backends.channel.channels import SideShell
 from shell_kernel.backends.channel.durable import (RELAY_RESTART, RELAY_SHELL_ENDED, RELAY_TAKEN,
                                                    DurableShell, RelayHeaders)
 from shell_kernel.backends.channel.shell import DirectShell
+from shell_kernel.testing.received import Received
 from shell_kernel.testing.scripted_channels import ScriptedChannels, ScriptedHost, ScriptedSh
 
 WITHIN = 5.0  # a liveness bound: every wait here ends as soon as its event comes
@@ -27,36 +27,6 @@ def wait_until(predicate, timeout: float) -> bool:
             return False
         time.sleep(0.01)
     return True
-
-
-class Received:
-    """on_output and on_exit, with events to wait on."""
-
-    def __init__(self):
-        self.chunks: list[tuple[str, bytes]] = []
-        self.exits: list[ShellExit] = []
-        self.ended = threading.Event()
-        self._changed = threading.Condition()
-
-    def on_output(self, stream: str, data: bytes) -> None:
-        with self._changed:
-            self.chunks.append((stream, data))
-            self._changed.notify_all()
-
-    def on_exit(self, ended: ShellExit) -> None:
-        self.exits.append(ended)
-        self.ended.set()
-
-    def text(self, stream: str) -> bytes:
-        return b"".join(data for name, data in self.chunks if name == stream)
-
-    def wait_for(self, stream: str, data: bytes) -> None:
-        with self._changed:
-            assert self._changed.wait_for(lambda: data in self.text(stream), WITHIN), self.chunks
-
-    def exit(self) -> ShellExit:
-        assert self.ended.wait(WITHIN), "no exit reported"
-        return self.exits[0]
 
 
 def durable(host: ScriptedHost | None = None, session: str | None = None, take_over=False):

@@ -18,52 +18,17 @@ from harness import pids_matching, wait_until
 from shell_kernel.backends import BackendError, ShellExit, bash_argv
 from shell_kernel.backends.local.backend import LocalBackend
 from shell_kernel.backends.local.spawn import SpawnedShell, exit_descriptor
+from shell_kernel.testing import received as testing_received
 from shell_kernel.testing.processes import alive
 
-WITHIN = 20.0  # a liveness bound: every wait here ends as soon as its event comes
+WITHIN = testing_received.WITHIN
 
 
-class Received:
-    """on_output and on_exit, with events to wait on; hold() makes the
-    reader wait in on_output (as a slow consumer would) until release()."""
-
-    def __init__(self):
-        self.chunks: list[tuple[str, bytes]] = []
-        self.exits: list[ShellExit] = []
-        self.ended = threading.Event()
-        self._changed = threading.Condition()
-        self._open = threading.Event()
-        self._open.set()
-
-    def on_output(self, stream: str, data: bytes) -> None:
-        self._open.wait()
-        with self._changed:
-            self.chunks.append((stream, data))
-            self._changed.notify_all()
-
-    def on_exit(self, ended: ShellExit) -> None:
-        self.exits.append(ended)
-        self.ended.set()
-
-    def hold(self) -> None:
-        self._open.clear()
-
-    def release(self) -> None:
-        self._open.set()
-
-    def text(self, stream: str) -> bytes:
-        with self._changed:
-            return b"".join(data for name, data in self.chunks if name == stream)
-
-    def wait_for(self, stream: str, data: bytes) -> None:
-        with self._changed:
-            assert self._changed.wait_for(lambda: data in b"".join(
-                d for n, d in self.chunks if n == stream), WITHIN), self.chunks
-
+class Received(testing_received.Received):
     def exit(self) -> ShellExit:
-        assert self.ended.wait(WITHIN), "no exit reported"
-        assert len(self.exits) == 1
-        return self.exits[0]
+        ended = super().exit()
+        assert len(self.exits) == 1  # a local shell's end is reported once
+        return ended
 
 
 def environment(tmp_path, mark: str = "") -> dict:
