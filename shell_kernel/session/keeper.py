@@ -387,8 +387,10 @@ class Keeper:
                 time.sleep(delay)
                 delay = min(delay * 2, 15.0)
                 continue
-            self._reattached()
+            # Told first: the notice goes before the pump hears of the shell's
+            # return, and so before the cell's resumed output it handles after.
             notice("[shell_kernel] Reconnected: same shell, output resumes where it stopped.\n")
+            self._reattached()
             self.open_input()  # the old terminal went with the connection
             return
 

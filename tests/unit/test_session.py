@@ -441,7 +441,7 @@ def test_reattach_fault_ends_the_cell_at_once():
 def test_transient_reattach_failure_is_retried_and_the_cell_goes_on():
     h, thread, box = connection_lost_mid_cell(BackendError("connection refused"))
     deadline = time.monotonic() + 10
-    while h.backend.reattaches == 0:
+    while h.session._keeper.attachments == 0:  # the pump has heard of the reattach
         assert time.monotonic() < deadline, "never reattached"
         time.sleep(0.05)
     h.backend.emit("stdout", b"done\n")
