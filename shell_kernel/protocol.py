@@ -110,17 +110,29 @@ def prepare_cell(code: str) -> PreparedCell:
     return PreparedCell(data.replace(b"\x00", b""), removed)
 
 
-def eval_lines(source: bytes, seq: int) -> bytes:
+#: How a cell's first line and its post line begin, and the call in the
+#: post line before the cell's number: a durable session's relay (relay.sh)
+#: records the numbers of the last cell whose first and post lines reached
+#: the host, for a kernel that reconnects to learn which it must send again.
+CELL_FIRST_LINE = b"__shell_kernel_resume "
+POST_LINE = b"__shell_kernel_rc="
+POST_CALL = b"; builtin set +T; __shell_kernel_post "
+
+
+def eval_lines(source: bytes, seq: int, post_only: bool = False) -> bytes:
     """The two input lines that run one cell and report its end. The cell
     reads descriptor STDIN_FD (see stdin_line). A cell that runs fc is named
     to the shell with its text (see runs_fc). The first line's last step
-    runs only if nothing abandoned the line (see session.bash's post hook)."""
+    runs only if nothing abandoned the line (see session.bash's post hook).
+    post_only: only the second (the host has the first: see CELL_FIRST_LINE)."""
+    post = post_line(seq, b"$?", history_entry(source), command_words(source))
+    if post_only:
+        return post
     text = _history_text(source)
     fc = b"fc " + ansi_c_quote(text) + b" " if text is not None and runs_fc(text) else b""
     return (
-        b"__shell_kernel_resume %d %s''; builtin eval -- " % (seq, fc) + ansi_c_quote(source)
-        + b" <&%d >&61 2>&62; __shell_kernel_whole=$?\n" % STDIN_FD
-        + post_line(seq, b"$?", history_entry(source), command_words(source))
+        CELL_FIRST_LINE + b"%d %s''; builtin eval -- " % (seq, fc) + ansi_c_quote(source)
+        + b" <&%d >&61 2>&62; __shell_kernel_whole=$?\n" % STDIN_FD + post
     )
 
 
@@ -206,8 +218,8 @@ def post_line(seq: int, status: bytes = b"130", history: bytes | None = None,
     words: the cell's command words (see command_words)."""
     entry = b"" if history is None else b" " + ansi_c_quote(history)
     named = b"" if words is None else b" __shell_kernel_words=" + ansi_c_quote(words)
-    return (b"__shell_kernel_rc=" + status + b" __shell_kernel_flags=$-" + named
-            + b"; builtin set +T; __shell_kernel_post %d%s\n" % (seq, entry))
+    return (POST_LINE + status + b" __shell_kernel_flags=$-" + named
+            + POST_CALL + b"%d%s\n" % (seq, entry))
 
 
 # A word in command position: at a line's start, after an operator or a

@@ -66,6 +66,30 @@ def test_unanswered_connection_is_replaced_and_the_cell_goes_on(durable_kernel, 
     assert execution.exit_code == 0
 
 
+def test_a_cell_sent_into_a_connection_already_dead_is_sent_again_once(durable_kernel, server):
+    """The host's end of the connection died before the cell's lines came
+    (frozen, then killed: the lines wait unread in its socket and go with
+    it), and the kernel heard of it only after they went: reconnected, it
+    sends them again, and the cell runs once."""
+    kernel = durable_kernel()
+    kernel.ok("KEEP=me RUNS=0")
+    frozen = server.kill_sessions(signal.SIGSTOP, include_commands=False)
+    assert frozen, "no SSH session to freeze"
+    msg_id = kernel.start('RUNS=$((RUNS + 1)); echo "[$KEEP] $RUNS"')
+    time.sleep(1.0)  # sent (the frozen host's socket takes them)
+    for pid in frozen:
+        os.kill(pid, signal.SIGKILL)
+    execution = kernel.collect(msg_id, timeout=60)
+    assert execution.status == "ok", (execution.errors, execution.stderr)
+    assert execution.stdout == "[me] 1\n"
+    assert "Reconnected" in execution.stderr
+    assert kernel.ok("echo $RUNS") == "1\n"
+    # What the host heard: this (fourth) cell's first line; its post line,
+    # which the relay may have passed on already, or the last cell's.
+    begun, posted = kernel.ok('read -r b p < "$__shell_kernel_dir/cells_heard"; echo "$b $p"').split()
+    assert int(begun) == 4 and int(posted) in (3, 4), (begun, posted)
+
+
 def test_failure_after_the_drop_reports_its_real_status(durable_kernel, server):
     kernel = durable_kernel()
     execution = drop_connection_during(kernel, server, TICKS + "; echo done; (exit 7)")

@@ -71,6 +71,16 @@ class Attached:
 
 
 @dataclass(frozen=True)
+class CellsHeard:
+    """What a reconnected host says it received of the cells' lines: the
+    numbers of the last cell whose first line (begun) and whose post line
+    (posted) reached it. Lines sent into a connection that had already died
+    never did."""
+    begun: int
+    posted: int
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a backend is, fixed when it is made."""
     #: Shown to the user in banners and messages, e.g. "local" or "ssh alice@db1".
@@ -153,9 +163,10 @@ class Backend(abc.ABC):
         received()) was shown: a named session's next kernel resumes there.
         Returns once the host has it; raises BackendError when it cannot."""
 
-    def reattach(self) -> None:
+    def reattach(self) -> CellsHeard | None:
         """Reconnect to the same shell, resuming its output where it stopped;
         the new reader threads then call on_output and (once) on_exit.
+        Returns what the host received of the cells' lines (None: not known).
 
         Raises SessionGone when the shell no longer exists, BackendError when
         the host cannot be reached."""
@@ -293,8 +304,8 @@ class Contained:
     def acknowledge(self, received: object) -> None:
         self._call("acknowledge", received)
 
-    def reattach(self) -> None:
-        self._call("reattach")
+    def reattach(self) -> CellsHeard | None:
+        return self._call("reattach")
 
     def open_connection(self) -> None:
         self._call("open_connection")

@@ -28,7 +28,7 @@ def catch_up(attached: Attached, keeper: Keeper, sink: Sink,
     if attached.last_seq and (attached.running or attached.backlog):
         sink("stderr", catch_up_header(attached))
 
-    def send(cell: RunningCell) -> None:  # the I/O worker
+    def send(cell: RunningCell, post_only: bool) -> None:  # the I/O worker (never post_only)
         keeper.backend.open_output()
         keeper.backend.send(protocol.barrier_line(cell.catch_up))
 

@@ -120,7 +120,8 @@ class ShellSession:
                 self._sink("stderr", "[shell_kernel] NUL bytes in the cell were removed "
                            "(bash cannot hold them in a command).\n")
             self._seq += 1
-            cell = self._begin(self._seq, lambda cell: self._send(cell, prepared.source),
+            cell = self._begin(self._seq, lambda cell, post_only: self._send(
+                                   cell, prepared.source, post_only),
                                source=prepared.source, ask=ask, started=started)
             log.debug("cell %d starts", cell.seq)
             self._wait_answering(cell)
@@ -129,16 +130,21 @@ class ShellSession:
                 keeper.last_cwd = cell.cwd
             return self._result(cell)
 
-    def _send(self, cell: RunningCell, source: bytes) -> InputTerminal | None:
+    def _send(self, cell: RunningCell, source: bytes,
+              post_only: bool = False) -> InputTerminal | None:
         """Send the cell's lines (the I/O worker); returns the prompt terminal
         they point its reads at. A durable shell whose connection was found
         gone before any of them went is reconnected first (as the next cell
-        would), then sent them. Raises BackendError when they did not go."""
+        would), then sent them. Raises BackendError when they did not go.
+        post_only: the shell runs the cell already (its first line reached
+        the host, its post line did not): only the post line goes, and the
+        cell's reads stay where they were."""
         keeper = self._keeper
         reconnected = False
         while True:
-            terminal = keeper.input.terminal
-            lines = keeper.input.lines(terminal) + protocol.eval_lines(source, cell.seq)
+            terminal = cell.terminal if post_only else keeper.input.terminal
+            lines = (b"" if post_only else keeper.input.lines(terminal)) + protocol.eval_lines(
+                source, cell.seq, post_only)
             try:
                 keeper.backend.send(lines)
                 return terminal

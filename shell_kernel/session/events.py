@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from typing import Callable, Union
 
 from .. import protocol
-from ..backends import BackendError, ShellExit
+from ..backends import BackendError, CellsHeard, ShellExit
 from ..prompts import Prompt
 from .types import RunningCell
 
@@ -66,8 +66,10 @@ class CellLost:
 
 @dataclass(frozen=True)
 class Reattached:
-    """The durable shell is reachable again, through a new connection."""
+    """The durable shell is reachable again, through a new connection; heard:
+    what the host received of the cells' lines (None: not known)."""
     generation: int
+    heard: CellsHeard | None = None
 
 
 ShellEvent = Union[Output, FrameSeen, Notice, Exited, CellLost, Reattached]
@@ -100,10 +102,11 @@ class StartEnded:
 @dataclass(frozen=True)
 class CellBegun:
     """The caller runs this cell: the pump follows it, and has the I/O
-    worker send its lines with send(cell), which returns the prompt
-    terminal they point at (or raises BackendError: the cell never ran)."""
+    worker send its lines with send(cell, False), which returns the prompt
+    terminal they point at (or raises BackendError: the cell never ran).
+    send(cell, True) sends only its post line (the host had the others)."""
     cell: RunningCell
-    send: Callable[[RunningCell], object]
+    send: Callable[[RunningCell, bool], object]
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from concurrent.futures import Future, TimeoutError as FutureTimeout
 from typing import Callable
 
 from .. import protocol
-from ..backends import (Attached, Backend, BackendError, BackendFault, Contained, SessionGone,
-                        ShellExit, describe_error)
+from ..backends import (Attached, Backend, BackendError, BackendFault, CellsHeard, Contained,
+                        SessionGone, ShellExit, describe_error)
 from ..interrupts import Reaper
 from ..startup import not_started
 from .cell_input import CellInput
@@ -361,8 +361,9 @@ class Keeper:
             return f"A new shell could not be started: {err} The next cell tries again."
 
     # ----------------------------------------------------------- reattach
-    def reattach(self, notice: Callable[[str], None]) -> None:
-        """Reconnect to the same durable shell, retrying with backoff.
+    def reattach(self, notice: Callable[[str], None]) -> CellsHeard | None:
+        """Reconnect to the same durable shell, retrying with backoff; returns
+        what the host received of the cells' lines (Backend.reattach).
 
         Raises SessionGone, or SessionError once options.reattach_timeout is
         spent or the backend fails in a way no retry mends (BackendFault)."""
@@ -374,7 +375,7 @@ class Keeper:
             notice(f"[shell_kernel] Connection lost; reconnecting to the same shell "
                    f"(attempt {attempt})...\n")
             try:
-                backend.reattach()
+                heard = backend.reattach()
             except SessionGone:
                 raise
             except BackendFault as err:
@@ -392,15 +393,14 @@ class Keeper:
             notice("[shell_kernel] Reconnected: same shell, output resumes where it stopped.\n")
             self._reattached()
             self.open_input()  # the old terminal went with the connection
-            return
+            return heard
 
     def reattach_during_cell(self, generation: int, ended: ShellExit) -> None:
         """The connection dropped under a running cell (the session's I/O
         worker): get the shell back, and tell the pump how it goes."""
         notice = lambda text: self._events.push(Notice(generation, text))  # noqa: E731
         try:
-            self.reattach(notice)
-            self._events.push(Reattached(generation))
+            self._events.push(Reattached(generation, self.reattach(notice)))
         except SessionGone as err:
             self._events.push(CellLost(generation, ShellExit(
                 f"the remote session is gone ({err}): the host may have rebooted or the "

@@ -73,6 +73,7 @@ class Pump:
             finished=self._interrupt_finished)
         #: The running cell, from its CellBegun until it is done.
         self.cell: RunningCell | None = None
+        self._send_cell: Callable[[RunningCell, bool], object] | None = None  # its CellBegun's
         self._query: tuple[int, Future] | None = None  # the query awaiting its reply
         self._start: _Start | None = None  # the shell starting, until it answers
         #: What a terminal says of itself on the shell's stderr (see protocol.TtyNoiseFilter).
@@ -161,17 +162,24 @@ class Pump:
 
     # -------------------------------------------------------------- requests
     def _on_cell_begun(self, event: CellBegun) -> None:
-        cell = self.cell = event.cell
-        self._after_io(self._io.submit(lambda: event.send(cell)),
-                       lambda done: self._cell_sent(cell, done))
+        self.cell, self._send_cell = event.cell, event.send
+        self._send(event.cell, post_only=False)
 
-    def _cell_sent(self, cell: RunningCell, done: IoDone) -> None:
+    def _send(self, cell: RunningCell, post_only: bool) -> None:
+        cell.sending = True
+        send = self._send_cell
+        self._after_io(self._io.submit(lambda: send(cell, post_only)),
+                       lambda done: self._cell_sent(cell, done, post_only))
+
+    def _cell_sent(self, cell: RunningCell, done: IoDone, post_only: bool) -> None:
         """The I/O worker is done sending the cell's lines (they went, or not)."""
         if cell.done.is_set():
             return  # (lost meanwhile: its fields are the caller's now)
         cell.sending = False
         if done.error is not None:
-            cell.not_sent = True  # never started: for a durable backend the shell is fine
+            # Never started (unless its first line went before): for a
+            # durable backend the shell is fine.
+            cell.not_sent = not post_only
             self._finish_lost(cell, ShellExit(str(done.error),
                                               connection_lost=self._keeper.can_reattach))
             return
@@ -300,6 +308,13 @@ class Pump:
 
     def _on_reattached(self, event: Reattached) -> None:
         self._escalations.reattached()
+        cell, heard = self.cell, event.heard
+        if (cell is not None and heard is not None and not cell.done.is_set()
+                and not cell.sending and not cell.catch_up and heard.posted < cell.seq):
+            # Its lines went into a connection that had already died.
+            log.info("cell %d: the host had %s of its lines; sending them again", cell.seq,
+                     "only the first" if heard.begun >= cell.seq else "none")
+            self._send(cell, post_only=heard.begun >= cell.seq)
 
     def _on_closing(self, event: Closing) -> None:
         """The last request: a cell still running is left to its named

@@ -165,8 +165,10 @@ seen_alive() {
   kill -0 "$recorded" 2>/dev/null
 }
 
-# alive DIR PID [OWNER]: prints "alive" while the session in DIR, whose
-# wrapper is PID, is there (and, named, still OWNER's: else "taken SINCE").
+# alive DIR PID [OWNER]: prints "alive BEGUN POSTED" while the session in
+# DIR, whose wrapper is PID, is there (and, named, still OWNER's: else
+# "taken SINCE"). BEGUN and POSTED: the last cells whose first and post
+# lines reached it (see relay.sh).
 alive() {
   [ -p "$1/in" ] && pid_alive "$1/wrapper.pid" && [ "$recorded" = "$2" ] || exit 0
   dir=$1
@@ -177,5 +179,9 @@ alive() {
   # The kernel's side shell, alive with its connection: a kernel is
   # attached (the watchdog), or coming back (a relay that saw it go).
   pid_record "$PPID" "$dir/holder"
-  echo alive
+  if read -r begun posted 2>/dev/null < "$dir/cells_heard"; then
+    echo "alive $begun $posted"
+  else
+    echo alive  # (a session no relay of this version has served: not known)
+  fi
 }

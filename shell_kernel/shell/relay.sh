@@ -121,6 +121,21 @@ drop() {
   done
   [ ${#old[@]} -eq 0 ] || rm -f -- "${old[@]}"
 }
+# The numbers of the last cells whose first line and whose post line came
+# (DIR/cells_heard, rewritten in place like DIR/acked): a kernel that
+# reconnects under a cell learns whether its lines reached the host
+# (launch.sh alive), or went down with the connection and must go again.
+# Each is written before the line goes on (never behind the shell), and as
+# this relay starts (once there, it is known to be kept).
+heard_cell() {
+  seq=${1%%[!0-9]*}
+  [ -n "$seq" ] || return 0
+  if [ "$2" = post ]; then posted=$seq; else begun=$seq; fi
+  printf "%20s %20s\n" "$begun" "$posted" 1<>"$dir/cells_heard"
+}
+begun=0 posted=0
+read -r begun posted < "$dir/cells_heard"
+heard_cell "${posted:-0}" post
 acknowledged() {
   case $1/$2 in */ | /* | *[!0-9/]*) return 0 ;; esac
   if [ -n "$owner" ]; then
@@ -137,6 +152,12 @@ while IFS= read -r line; do
   case $line in
     "$1") ;;
     "$2 "*) acknowledged ${line#"$2 "} ;;
+    "__shell_kernel_resume "*)
+      heard_cell "${line#"__shell_kernel_resume "}" first
+      printf "%s\n" "$line" ;;
+    "__shell_kernel_rc="*)
+      heard_cell "${line#*"; builtin set +T; __shell_kernel_post "}" post
+      printf "%s\n" "$line" ;;
     *) printf "%s\n" "$line" ;;
   esac
 done

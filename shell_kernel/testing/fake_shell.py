@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from shell_kernel import shell
-from shell_kernel.backends import Backend, BackendError, Capabilities, ShellExit, SideResult, Started
+from shell_kernel.backends import (Backend, BackendError, Capabilities, CellsHeard, ShellExit,
+                                   SideResult, Started)
 
 TOKEN = re.compile(rb"__shell_kernel_token=([0-9a-f]+)")
-CELL = re.compile(rb"^__shell_kernel_resume (?:\d+ )?(?:fc \$'.*' )?''; builtin eval -- (\$'.*') <\S+ >&61 2>&62"
+CELL = re.compile(rb"^__shell_kernel_resume (?:(?P<seq>\d+) )?(?:fc \$'.*' )?''; builtin eval -- (?P<source>\$'.*') <\S+ >&61 2>&62"
                   rb"; __shell_kernel_whole=\$\?$")
 POST = re.compile(rb"__shell_kernel_post (\d+)(?: \$'.*')?$")
 CLOSE = re.compile(rb"^__shell_kernel_close [0-9a-f]+$")
@@ -54,7 +55,9 @@ class FakeShell(Backend):
 
     def __init__(self, pid: int = 4242, chunk: int | None = None,
                  on_cell: Callable[[str], CellScript] | None = None, ignores_sigint: bool = False,
-                 side_delay: float = 0.0):
+                 side_delay: float = 0.0, durable: bool = False):
+        if durable:  # outlives its connection: see cut_at and reattach
+            self.capabilities = Capabilities(description="fake durable", can_reattach=True)
         self.pid = pid
         #: Every reap.sh call returns this long after it did its work, as on
         #: a loaded host: what it made the shell print is on its way meanwhile.
@@ -68,6 +71,10 @@ class FakeShell(Backend):
         self.fail_next: dict[str, Exception] = {}  # verb -> raised once
         self.payloads: dict[str, bytes] = {}  # payload file name -> bytes (see display)
         self.closed = False
+        #: The next send's lines from the first this matches on go down with
+        #: the connection, which the kernel hears of only after the send.
+        self.cut_at: re.Pattern | None = None
+        self.heard = CellsHeard(0, 0)  # the last cells whose first and post lines came
         self._token = b""
         self._hung_seq: int | None = None
         self._pending: CellScript | None = None
@@ -116,7 +123,11 @@ class FakeShell(Backend):
         if self.closed:
             raise BackendError("the shell is not running")
         self.sent.append(data)
+        cut_at, self.cut_at = self.cut_at, None
         for line in data.rstrip(b"\n").split(b"\n"):
+            if cut_at is not None and cut_at.search(line):
+                self.die(ShellExit("the connection was lost", connection_lost=True))
+                return
             self._answer(line)
 
     def _answer(self, line: bytes) -> None:
@@ -128,11 +139,14 @@ class FakeShell(Backend):
             return
         cell = CELL.match(line)
         if cell:
-            script = self.on_cell(ansi_c_unquote(cell.group(1)).decode())
+            if cell.group("seq"):
+                self.heard = CellsHeard(int(cell.group("seq")), self.heard.posted)
+            script = self.on_cell(ansi_c_unquote(cell.group("source")).decode())
             self._pending = script
             return
         post = POST.search(line)
         if post:
+            self.heard = CellsHeard(self.heard.begun, int(post.group(1)))
             self._post(int(post.group(1)))
         elif CLOSE.match(line):  # an idle shell asked to end itself does
             self.closed = True
@@ -168,6 +182,14 @@ class FakeShell(Backend):
     def fetch(self, path: str) -> bytes:
         self._maybe_fail("fetch")
         return self.payloads.pop(path.rsplit("/", 1)[-1])
+
+    def reattach(self) -> CellsHeard | None:
+        """The same shell again (durable=True), which tells what it heard."""
+        self._maybe_fail("reattach")
+        if not self.capabilities.can_reattach:
+            return super().reattach()
+        self._exited.clear()
+        return self.heard
 
     def close(self) -> None:
         self.closed = True

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from shell_kernel.backends import BackendError, SessionGone, SessionTaken, ShellExit
+from shell_kernel.backends import BackendError, CellsHeard, SessionGone, SessionTaken, ShellExit
 from shell_kernel.backends.channel import durable as durable_module
 from shell_kernel.backends.channel.channels import SideShell
 from shell_kernel.backends.channel.durable import (RELAY_RESTART, RELAY_SHELL_ENDED, RELAY_TAKEN,
@@ -134,6 +134,13 @@ def test_a_gap_the_host_dropped_is_told_and_skipped():
     shell.detach()
     shell.reattach()
     assert channels.relay(2).offsets == (1001, 0)
+
+
+@pytest.mark.parametrize("answer, heard", [("alive 7 6", CellsHeard(7, 6)), ("alive", None)])
+def test_reattach_says_what_the_host_heard_of_the_cells_lines(answer, heard):
+    shell, channels, host, received, _ = started()
+    host.alive = answer  # ("alive": a session no relay of this version served)
+    assert shell.reattach() == heard
 
 
 @pytest.mark.parametrize("answer, error", [("gone", SessionGone), ("taken 1700000000", SessionTaken)])

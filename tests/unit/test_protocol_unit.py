@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -377,3 +378,15 @@ def test_the_session_code_sent_without_comments_is_the_same_code(name):
 
     assert shell.bash_code(name) != shell.script(name)  # comments were there to remove
     assert parsed(shell.bash_code(name)) == parsed(shell.script(name))
+
+
+def test_the_relay_knows_a_cells_first_and_post_lines_as_protocol_writes_them():
+    """relay.sh records which of a cell's lines reached the host by how they
+    begin (see protocol.CELL_FIRST_LINE): it must match what is sent."""
+    relay = (Path(shell.__file__).parent / "relay.sh").read_text()
+    lines = protocol.eval_lines(b"echo a", 12).decode().splitlines()
+    first, post = protocol.CELL_FIRST_LINE.decode(), protocol.POST_LINE.decode()
+    assert lines[0].startswith(first) and lines[1].startswith(post)
+    assert f'"{first}"*)' in relay and f'"{post}"*)' in relay
+    assert f'"${{line#*"{protocol.POST_CALL.decode()}"}}" post' in relay
+    assert protocol.POST_CALL.decode() + "12" in lines[1]

@@ -16,7 +16,7 @@ from shell_kernel.backends import BackendError, Capabilities, NotSent, ShellExit
 from shell_kernel.backends.local import processes as local_processes
 from shell_kernel.backends.local.backend import LocalBackend
 from shell_kernel.session import CellRecord, Options, SessionError, ShellSession
-from shell_kernel.testing.fake_shell import CellScript, FakeShell
+from shell_kernel.testing.fake_shell import CELL, POST, CellScript, FakeShell
 
 
 class Recorder:
@@ -171,6 +171,24 @@ def test_an_interrupted_cell_ends_only_after_its_post_line_went_again(fake):
     assert (result.exit_code, result.interrupted) == (130, True)
     repeats = [line for line in h.backend.sent if line.startswith(b"__shell_kernel_rc=130 ")]
     assert repeats, h.backend.sent[-3:]
+
+
+@pytest.mark.parametrize("cut_at, again", [(CELL, "every line"), (POST, "the post line")],
+                         ids=["none-heard", "first-line-heard"])
+def test_lines_sent_into_a_dead_connection_go_again_once_reconnected(fake, cut_at, again):
+    """The connection died under the cell's lines (the kernel heard only
+    after they went): what the host did not get goes again, and the cell
+    runs once."""
+    h = fake(durable=True, on_cell=lambda src: CellScript([("stdout", b"ran\n")]))
+    assert h.session.run("true").exit_code == 0
+    h.backend.cut_at, before = cut_at, len(h.backend.sent)
+    result = h.finish(*h.run_in_thread("echo ran"))
+    assert result.exit_code == 0, h.out.streams
+    assert h.out.text("stdout").count("ran\n") == 2  # the first cell's, and this one's once
+    assert "Reconnected" in h.out.text("stderr")
+    sent = b"".join(h.backend.sent[before:]).split(b"\n")
+    assert sum(1 for line in sent if CELL.match(line)) == (2 if cut_at is CELL else 1), again
+    assert sum(1 for line in sent if POST.search(line)) == 2, again
 
 
 class SilentHost(FakeShell):

@@ -14,7 +14,7 @@ import abc
 import logging
 
 from ...shell import script
-from .. import Backend, BackendError, ExitCallback, OutputCallback, SideResult, Started
+from .. import Backend, BackendError, CellsHeard, ExitCallback, OutputCallback, SideResult, Started
 from .shell import ChannelShell
 from .channels import Channels, SideCommands
 from .durable import LAUNCH_SCRIPT, LAUNCH_TIMEOUT, DurableShell
@@ -74,12 +74,12 @@ class ChannelBackend(Backend):
     def open_output(self) -> None:
         self._shell.open_output()
 
-    def reattach(self) -> None:
+    def reattach(self) -> CellsHeard | None:
         if not isinstance(self._shell, DurableShell):
             super().reattach()  # raises: only a durable shell outlives its connection
         self._drop_connection()
         self._connect()
-        self._shell.reattach()
+        return self._shell.reattach()
 
     def sweep(self) -> None:
         # A durable shell's launch.sh swept as it launched or opened it. A side

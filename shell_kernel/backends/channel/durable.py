@@ -21,8 +21,8 @@ import time
 
 from ... import named_sessions
 from ...shell import script
-from .. import (Attached, BackendError, ExitCallback, OutputCallback, SessionGone, SessionTaken,
-                ShellExit, Started)
+from .. import (Attached, BackendError, CellsHeard, ExitCallback, OutputCallback, SessionGone,
+                SessionTaken, ShellExit, Started)
 from .shell import ChannelShell
 from .channels import Channel, Channels, SideShell, command, last_line
 
@@ -209,8 +209,9 @@ class DurableShell(ChannelShell):
             finally:
                 self._send_lock.release()
 
-    def reattach(self) -> None:
-        """The same shell again, over the transport's new connection."""
+    def reattach(self) -> CellsHeard | None:
+        """The same shell again, over the transport's new connection; and
+        what the host received of the cells' lines (see relay.sh)."""
         try:
             alive = self._side.run(LAUNCH_SCRIPT, [
                 "alive", self._state_dir, str(self._remote_pid),
@@ -219,10 +220,14 @@ class DurableShell(ChannelShell):
             if answer.startswith("taken "):
                 raise SessionTaken(named_sessions.taken_message(
                     self._session_name, self._channels.where, answer.partition(" ")[2]))
-            if answer != "alive":
+            words = answer.split()
+            if words[:1] != ["alive"]:
                 raise SessionGone(f"the session (pid {self._remote_pid}) and its files "
                                   f"({self._state_dir}) are gone from {self._channels.where}")
             self._open_relay()
+            if len(words) == 3 and words[1].isdigit() and words[2].isdigit():
+                return CellsHeard(int(words[1]), int(words[2]))
+            return None
         except OSError as err:
             raise BackendError(f"could not reattach: {err}") from err
 
