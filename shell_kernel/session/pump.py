@@ -310,8 +310,11 @@ class Pump:
         self._escalations.reattached()
         cell, heard = self.cell, event.heard
         if (cell is not None and heard is not None and not cell.done.is_set()
-                and not cell.sending and not cell.catch_up and heard.posted < cell.seq):
-            # Its lines went into a connection that had already died.
+                and not cell.sending and not cell.catch_up and not cell.interrupted
+                and heard.posted < cell.seq):
+            # Its lines went into a connection that had already died. (An
+            # interrupted one is not sent again: its interrupt's post line
+            # ends it, never run, as the user asked.)
             log.info("cell %d: the host had %s of its lines; sending them again", cell.seq,
                      "only the first" if heard.begun >= cell.seq else "none")
             self._send(cell, post_only=heard.begun >= cell.seq)

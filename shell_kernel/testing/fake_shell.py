@@ -155,7 +155,11 @@ class FakeShell(Backend):
     def _post(self, seq: int) -> None:
         script, self._pending = self._pending, None
         if script is None:
-            return  # a repeated post line (after an interrupt): SIGINT ends the cell
+            # A repeated post line (after an interrupt): bash runs it once
+            # the cell's line is over, and frames the end (again).
+            if self._hung_seq is None:
+                self.end_cell(seq, 130)
+            return
         for stream, data in script.output:
             self.emit(stream, data)
         if script.hang:

@@ -191,6 +191,23 @@ def test_lines_sent_into_a_dead_connection_go_again_once_reconnected(fake, cut_a
     assert sum(1 for line in sent if POST.search(line)) == 2, again
 
 
+def test_a_cell_interrupted_before_its_lost_lines_could_go_again_never_runs(fake):
+    h = fake(durable=True, on_cell=lambda src: CellScript([("stdout", b"ran\n")]))
+    h.backend.cut_at = CELL
+    h.backend.fail_next["reattach"] = BackendError("the host does not answer yet")
+    thread, box = h.run_in_thread("echo ran")
+    deadline = time.monotonic() + 10
+    while "attempt 1" not in h.out.text("stderr"):  # reconnecting, after a pause
+        assert time.monotonic() < deadline, h.out.streams
+        time.sleep(0.01)
+    h.session.interrupt()
+    result = h.finish(thread, box)
+    assert (result.exit_code, result.interrupted) == (130, True), h.out.streams
+    assert "ran" not in h.out.text("stdout")
+    assert h.session.run("echo ran").exit_code == 0
+    assert h.out.text("stdout") == "ran\n"
+
+
 class SilentHost(FakeShell):
     """A host that stops answering while the kernel fetches a display's data."""
 
