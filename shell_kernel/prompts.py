@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import protocol, shell
+from . import frames, shell
 from .backends import BackendError, Contained, Terminal
 
 log = logging.getLogger("shell_kernel.prompts")
@@ -80,7 +80,7 @@ class Prompt:
     answered: str = ""
 
 
-def asking_command(frame: protocol.ReadingFrame, shell_pid: int) -> str:
+def asking_command(frame: frames.ReadingFrame, shell_pid: int) -> str:
     if frame.name == ASKPASS_NAME:
         return frame.parent or "a program"  # sudo, ssh, git...
     if frame.pid == shell_pid:
@@ -88,7 +88,7 @@ def asking_command(frame: protocol.ReadingFrame, shell_pid: int) -> str:
     return frame.name
 
 
-def make_prompt(frame: protocol.ReadingFrame, text: str, shell_pid: int) -> Prompt:
+def make_prompt(frame: frames.ReadingFrame, text: str, shell_pid: int) -> Prompt:
     # Echo off in line mode is a password (read -s, askpass); in key mode it
     # is readline, which echoes by itself.
     password = (not frame.echo and frame.lines) or bool(_SECRET.search(text))
@@ -96,7 +96,7 @@ def make_prompt(frame: protocol.ReadingFrame, text: str, shell_pid: int) -> Prom
                   keys=frame.keys)
 
 
-def needs_terminal(frame: protocol.ReadingFrame) -> bool:
+def needs_terminal(frame: frames.ReadingFrame) -> bool:
     """A full-screen or key-driven program, which a notebook cannot drive."""
     return not frame.lines and not frame.name.startswith("python") \
         and frame.name not in LINE_DRIVEN
@@ -140,8 +140,8 @@ class InputTerminal:
     unread. on_frame(None) says the terminal is gone."""
 
     def __init__(self, backend: Contained, token: str, shell_pid: int, state_dir: str,
-                 on_frame: Callable[[protocol.Frame | None], None]):
-        self._scanner = protocol.FrameScanner(token, "terminal")
+                 on_frame: Callable[[frames.Frame | None], None]):
+        self._scanner = frames.FrameScanner(token, "terminal")
         self._on_frame = on_frame
         self._path: str | None = None
         self._settled = threading.Event()  # the path is known, or never will be
@@ -162,7 +162,7 @@ class InputTerminal:
             self._on_frame(None)
             return
         for item in self._scanner.feed(data):
-            if isinstance(item, protocol.TtyFrame):
+            if isinstance(item, frames.TtyFrame):
                 self._path = item.path
                 self._settled.set()
             elif not isinstance(item, bytes):

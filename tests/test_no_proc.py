@@ -17,7 +17,7 @@ import pytest
 from conftest import install_spec
 from harness import pids_matching, wait_until
 from named_support import UID, stop_sessions
-from shell_kernel import protocol, shell
+from shell_kernel import frames, shell
 from shell_kernel.backends.local.terminal import LocalTerminal
 from shell_kernel.testing.sshd import SSHServer, setenv_config
 
@@ -191,12 +191,12 @@ def watch(shell_pid: int, state_dir, env: dict, seconds: float, until=None) -> l
     true, watching SHELL_PID (a stand-in for the kernel's shell: real bash,
     real ps)."""
     token = "t" * 32
-    scanner = protocol.FrameScanner(token, "terminal")
-    frames, lock = [], threading.Lock()
+    scanner = frames.FrameScanner(token, "terminal")
+    seen, lock = [], threading.Lock()
 
     def on_output(data: bytes) -> None:
         with lock:
-            frames.extend(event for event in scanner.feed(data) if not isinstance(event, bytes))
+            seen.extend(event for event in scanner.feed(data) if not isinstance(event, bytes))
 
     terminal = LocalTerminal(["bash", "-c", shell.script("prompts.bash"), "shell_kernel",
                               str(shell_pid), str(state_dir)], on_output, env)
@@ -205,13 +205,13 @@ def watch(shell_pid: int, state_dir, env: dict, seconds: float, until=None) -> l
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             with lock:
-                if until is not None and until(frames):
+                if until is not None and until(seen):
                     break
             time.sleep(0.05)
     finally:
         terminal.close()
     with lock:
-        return list(frames)
+        return list(seen)
 
 
 def cell_five_running(tmp_path):
@@ -245,12 +245,12 @@ def test_a_look_that_a_cell_ended_during_is_not_taken_for_the_cell(tmp_path):
         env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
                    **{shell.NO_PROC: "1"})
         time.sleep(0.3)  # the stand-in waits in its read -t
-        frames = watch(stand_in.pid, state, env, 2.0)
+        seen = watch(stand_in.pid, state, env, 2.0)
     finally:
         stand_in.kill()
         stand_in.wait()
     assert (tmp_path / "ended").exists()  # ps looked
-    assert [frame for frame in frames if isinstance(frame, protocol.ReadingFrame)] == []
+    assert [frame for frame in seen if isinstance(frame, frames.ReadingFrame)] == []
 
 
 @pytest.mark.parametrize("no_proc", [False, True], ids=["/proc", "no /proc"])
@@ -282,23 +282,23 @@ def test_a_reader_gone_before_its_report_is_not_reported(no_proc, tmp_path):
     if no_proc:
         env[shell.NO_PROC] = "1"
 
-    def reported(frames) -> list:
-        return [(frame.pid, frame.name) for frame in frames
-                if isinstance(frame, protocol.ReadingFrame)]
+    def reported(seen) -> list:
+        return [(frame.pid, frame.name) for frame in seen
+                if isinstance(frame, frames.ReadingFrame)]
 
     def second() -> int | None:
         written = (tmp_path / "second").read_text() if (tmp_path / "second").exists() else ""
         return int(written) if written.endswith("\n") else None
     try:
-        frames = watch(stand_in.pid, state, env, 60,
-                       until=lambda frames: (second(), "head") in reported(frames))
+        seen = watch(stand_in.pid, state, env, 60,
+                     until=lambda seen: (second(), "head") in reported(seen))
     finally:
         stand_in.kill()
         stand_in.wait()
         if second() is not None:
             subprocess.run(["kill", str(second())], stderr=subprocess.DEVNULL)
     assert (tmp_path / "ended").exists()  # the first reader was reported, and ended meanwhile
-    assert reported(frames) == [(second(), "head")]
+    assert reported(seen) == [(second(), "head")]
 
 
 def stop_with_a_cell_running(kernel, marker: str):

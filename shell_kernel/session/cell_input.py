@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Callable
 
-from .. import prompts, protocol
+from .. import frames, prompts, protocol
 from ..backends import BackendError, Contained
 from ..prompts import InputTerminal
 
@@ -31,7 +31,7 @@ class CellInput:
         self._read = False  # a cell read the terminal: reset its modes (the pump sets it)
 
     def open(self, backend: Contained, token: str, shell_pid: int, state_dir: str,
-             on_frame: Callable[[protocol.Frame | None], None]) -> bool:
+             on_frame: Callable[[frames.Frame | None], None]) -> bool:
         """Open the terminal for a new shell (or one whose terminal went with a
         connection); False when the host cannot give one. settle() follows."""
         self.forget()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from concurrent.futures import Future
 from typing import Callable, Union
 
-from .. import protocol
+from .. import frames
 from ..backends import BackendError, CellsHeard, ShellExit
 from ..prompts import Prompt
 from .types import RunningCell
@@ -39,7 +39,7 @@ class Output:
 @dataclass(frozen=True)
 class FrameSeen:
     generation: int
-    frame: protocol.Frame
+    frame: frames.Frame
     mark: object = None
 
 

@@ -29,7 +29,7 @@ import time
 from concurrent.futures import Future, TimeoutError as FutureTimeout
 from typing import Callable
 
-from .. import protocol
+from .. import frames, protocol
 from ..backends import (Attached, Backend, BackendError, BackendFault, CellsHeard, Contained,
                         SessionGone, ShellExit, describe_error)
 from ..interrupts import Reaper
@@ -59,12 +59,12 @@ class ShellOutput:
         self._events = events
         self._generation = generation
         self._backend = backend
-        self._scanners = {name: protocol.FrameScanner(token, name) for name in protocol.STREAMS}
+        self._scanners = {name: frames.FrameScanner(token, name) for name in protocol.STREAMS}
 
     def retoken(self, token: str) -> None:
         """An adopted named session's shell has the token an earlier kernel
         gave it: set before its output flows (catch_up.py opens it)."""
-        self._scanners = {name: protocol.FrameScanner(token, name) for name in protocol.STREAMS}
+        self._scanners = {name: frames.FrameScanner(token, name) for name in protocol.STREAMS}
 
     def on_output(self, stream: str, data: bytes) -> None:
         mark = self._backend.received()
@@ -218,7 +218,7 @@ class Keeper:
             ready = answer.result(self.options.start_timeout)
         except FutureTimeout:
             ready = f"no answer within {self.options.start_timeout:g} s"
-        if not isinstance(ready, protocol.ReadyFrame):
+        if not isinstance(ready, frames.ReadyFrame):
             if self._events.closed:  # clean_up ended this wait, and closes the backend
                 raise SessionError(SHUTTING_DOWN)
             self.discard_backend(backend)
@@ -258,7 +258,7 @@ class Keeper:
             self._change(self._terminal_opened)
             self.input.settle()
 
-    def _on_input_frame(self, generation: int, frame: protocol.Frame | None) -> None:
+    def _on_input_frame(self, generation: int, frame: frames.Frame | None) -> None:
         if frame is not None:  # None: the terminal is gone; cells read /dev/null until reopened
             self._events.push(FrameSeen(generation, frame))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .. import prompts, protocol
+from .. import frames, prompts, protocol
 from ..output import Coalescer
 from ..prompts import Prompt
 from .events import PromptAnswered
@@ -50,17 +50,17 @@ class PromptTracker:
         if cell.prompt is not None:
             cell.prompt.over.set()
 
-    def on_reading(self, cell: RunningCell | None, frame: protocol.ReadingFrame) -> None:
+    def on_reading(self, cell: RunningCell | None, frame: frames.ReadingFrame) -> None:
         self._keeper.input.was_read()
         if cell is not None and not cell.done.is_set() and not cell.catch_up:
             cell.reads.append((frame, time.monotonic()))
 
-    def on_read_done(self, cell: RunningCell | None, frame: protocol.ReadDoneFrame) -> None:
+    def on_read_done(self, cell: RunningCell | None, frame: frames.ReadDoneFrame) -> None:
         if cell is None:
             return
         key = (frame.pid, frame.reads)
         cell.reads = [(read, due) for read, due in cell.reads if (read.pid, read.reads) != key]
-        cell.read_marks.pop(protocol.read_mark(*key), None)
+        cell.read_marks.pop(frames.read_mark(*key), None)
         if cell.prompt is not None and cell.prompt.key == key:
             cell.prompt.over.set()  # e.g. read -t timed out: the question is moot
 
@@ -81,7 +81,7 @@ class PromptTracker:
             return None  # (while sending: which terminal the answer goes to is not known)
         frame, reported = cell.reads[0]
         if frame.marked:
-            marks = cell.read_marks.get(protocol.read_mark(frame.pid, frame.reads), ())
+            marks = cell.read_marks.get(frames.read_mark(frame.pid, frame.reads), ())
             if len(marks) == len(protocol.STREAMS):
                 return reported
             return reported + prompts.MARK_WAIT_SECONDS
@@ -106,7 +106,7 @@ class PromptTracker:
             return
         info = self._keeper.info
         frame, _ = cell.reads.pop(0)
-        cell.read_marks.pop(protocol.read_mark(frame.pid, frame.reads), None)
+        cell.read_marks.pop(frames.read_mark(frame.pid, frame.reads), None)
         if prompts.needs_terminal(frame):
             cell.key_mode = True
             self._coalescer.drop_screen()

@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import protocol
+from .. import frames, protocol
 from ..acknowledgements import Acknowledgements
 from ..backends import BackendError, ShellExit
 from ..interrupts import EscalationResult, Outcome, interrupt_plan
@@ -76,8 +76,8 @@ class Pump:
         self._send_cell: Callable[[RunningCell, bool], object] | None = None  # its CellBegun's
         self._query: tuple[int, Future] | None = None  # the query awaiting its reply
         self._start: _Start | None = None  # the shell starting, until it answers
-        #: What a terminal says of itself on the shell's stderr (see protocol.TtyNoiseFilter).
-        self._noise: protocol.TtyNoiseFilter | None = None
+        #: What a terminal says of itself on the shell's stderr (see frames.TtyNoiseFilter).
+        self._noise: frames.TtyNoiseFilter | None = None
         #: close(): (nonce, set when the shell ended or declined to end itself)
         self._self_close: SelfCloseAsked | None = None
         self._decoders = {name: StreamDecoder() for name in protocol.STREAMS}
@@ -197,9 +197,9 @@ class Pump:
     def _on_start_ended(self, event: StartEnded) -> None:
         self._answer_start(None)
         if event.shell_pid is not None:
-            self._noise = protocol.TtyNoiseFilter(event.shell_pid)
+            self._noise = frames.TtyNoiseFilter(event.shell_pid)
 
-    def _answer_start(self, answer: protocol.ReadyFrame | str | None) -> None:
+    def _answer_start(self, answer: frames.ReadyFrame | str | None) -> None:
         """The start's answer: its ready frame, why it failed, or None (closing)."""
         if self._start is not None:
             self._start.answer.set_result(answer)
@@ -372,26 +372,26 @@ class Pump:
 
     def _on_frame(self, event: FrameSeen) -> None:
         frame = event.frame
-        if isinstance(frame, protocol.DisplayFrame):
+        if isinstance(frame, frames.DisplayFrame):
             self._coalescer.flush()  # what was printed before the display shows before it
             if self._closing:
                 return  # its payload is removed with the state directory
             # What the shell printed after it waits until it is shown.
             self._held = collections.deque()
             self._fetch(frame.payload, lambda data: self._show_display(frame, data))
-        elif isinstance(frame, protocol.ReplyFrame):
+        elif isinstance(frame, frames.ReplyFrame):
             self._fetch(frame.payload, lambda data: self._answer_query(data or b"", frame.seq))
-        elif isinstance(frame, protocol.BarrierFrame):
+        elif isinstance(frame, frames.BarrierFrame):
             self._on_barrier(frame)
-        elif isinstance(frame, protocol.ReadyFrame):
+        elif isinstance(frame, frames.ReadyFrame):
             self._on_ready(frame)
-        elif isinstance(frame, protocol.EndFrame):
+        elif isinstance(frame, frames.EndFrame):
             self._on_end(frame)
-        elif isinstance(frame, protocol.ReadingFrame):
+        elif isinstance(frame, frames.ReadingFrame):
             self._prompts.on_reading(self.cell, frame)
-        elif isinstance(frame, protocol.ReadDoneFrame):
+        elif isinstance(frame, frames.ReadDoneFrame):
             self._prompts.on_read_done(self.cell, frame)
-        elif isinstance(frame, protocol.LookedFrame):
+        elif isinstance(frame, frames.LookedFrame):
             self._prompts.on_looked(self.cell)
         else:
             log.error("bug: a frame of unknown kind %r", frame)
@@ -409,7 +409,7 @@ class Pump:
 
         self._after_io(self._io.submit(lambda: backend.fetch(path)), fetched)
 
-    def _show_display(self, frame: protocol.DisplayFrame, data: bytes | None) -> None:
+    def _show_display(self, frame: frames.DisplayFrame, data: bytes | None) -> None:
         if data is None:
             self._coalescer.add("stderr", "[shell_kernel] display: the data could not be "
                                 "fetched from the shell's host (see the kernel log).\n")
@@ -433,23 +433,23 @@ class Pump:
         if self._held is not None:
             self._held.extend(held)
 
-    def _on_ready(self, frame: protocol.ReadyFrame) -> None:
+    def _on_ready(self, frame: frames.ReadyFrame) -> None:
         start = self._start
         if start is None:
             return
         start.frames[frame.stream] = frame
         if len(start.frames) == len(protocol.STREAMS):
-            self._noise = protocol.TtyNoiseFilter(start.frames["stdout"].pid or 0)
+            self._noise = frames.TtyNoiseFilter(start.frames["stdout"].pid or 0)
             self._keeper.shell_up()
             self._answer_start(start.frames["stdout"])
 
-    def _on_barrier(self, frame: protocol.BarrierFrame) -> None:
+    def _on_barrier(self, frame: frames.BarrierFrame) -> None:
         self_close = self._self_close
         if self_close is not None and frame.nonce == self_close.nonce:
             self_close.answered.set()  # the shell declined to end itself
             return
         cell = self.cell
-        if cell is not None and frame.nonce.startswith(protocol.READ_MARK_PREFIX) and not cell.done.is_set():
+        if cell is not None and frame.nonce.startswith(frames.READ_MARK_PREFIX) and not cell.done.is_set():
             cell.read_marks.setdefault(frame.nonce, set()).add(frame.stream)
             return
         if cell is not None and cell.catch_up == frame.nonce and not cell.done.is_set():
@@ -457,7 +457,7 @@ class Pump:
             if len(cell.barriers) == len(protocol.STREAMS):
                 self._shell_ended(cell)
 
-    def _on_end(self, frame: protocol.EndFrame) -> None:
+    def _on_end(self, frame: frames.EndFrame) -> None:
         cell = self.cell
         if cell is None or frame.seq != cell.seq:
             return  # the repeat of an ended cell's end, after an interrupt
@@ -466,7 +466,7 @@ class Pump:
                       frame.seq, frame.stream, frame.unread)
         if frame.unread and frame.stream == "stdout":
             cell.status = frame.status
-            self._coalescer.add("stderr", protocol.unread_end_notice(frame))
+            self._coalescer.add("stderr", frames.unread_end_notice(frame))
         elif frame.stream == "stdout" and frame.status is not None:
             # Abandoned by the interrupt: 130, whatever the bash left.
             cell.status = 130 if frame.abandoned and cell.interrupted else frame.status

@@ -68,8 +68,8 @@ SHUTTING_DOWN = "The kernel is shutting down."
 class ShellInfo:
     pid: int
     bash_version: str
-    state_dir: str  # where the shell's payload files are (see protocol.DisplayFrame)
-    restored: str = ""  # see protocol.ReadyFrame
+    state_dir: str  # where the shell's payload files are (see frames.DisplayFrame)
+    restored: str = ""  # see frames.ReadyFrame
 
 
 @dataclass
@@ -126,7 +126,7 @@ class RunningCell:
     inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     #: Reads reported by the terminal's watcher, each with when it was reported.
     reads: list = field(default_factory=list)
-    #: The streams on which each read's mark came back (protocol.read_mark
+    #: The streams on which each read's mark came back (frames.read_mark
     #: nonce -> streams).
     read_marks: dict = field(default_factory=dict)
     prompt: Prompt | None = None  # the open question, until the caller's PromptAnswered

@@ -7,7 +7,7 @@
 # (with -l, and a newline) to standard output in one write, so that output
 # printed at the same moment can neither split the frame nor mix into it.
 # Each field is escaped: %, \036, \037, newline and carriage return become
-# %25, %1E, %1F, %0A, %0D (protocol.py undoes it), so that no byte of a
+# %25, %1E, %1F, %0A, %0D (frames.py undoes it), so that no byte of a
 # path, command or name can end a field or the frame, or forge one, nor be
 # changed by a terminal's output processing (the watcher's frames go
 # through one). Pattern substitution: no fork, the same bytes on bash 3.2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shell_kernel import protocol
+from shell_kernel import frames
 from shell_kernel.output import Coalescer
 from shell_kernel.prompts import answer_bytes, make_prompt, needs_terminal
 
@@ -157,20 +157,20 @@ def test_a_prompts_text_gone_out_as_output_can_still_be_its_text():
 
 
 def test_watcher_frames_parse():
-    assert protocol.parse_frame("terminal", ["tty", "/dev/pts/7"]) == protocol.TtyFrame("/dev/pts/7")
-    assert protocol.parse_frame("terminal", ["reading", "42", "7", "0", "1", "sk-askpass",
+    assert frames.parse_frame("terminal", ["tty", "/dev/pts/7"]) == frames.TtyFrame("/dev/pts/7")
+    assert frames.parse_frame("terminal", ["reading", "42", "7", "0", "1", "sk-askpass",
                                              "ssh", "1", "0"]) == \
-        protocol.ReadingFrame(42, 7, False, True, "sk-askpass", "ssh", marked=True)
-    assert protocol.parse_frame("terminal", ["reading", "42", "8", "1", "0", "bash", "sh", "1",
+        frames.ReadingFrame(42, 7, False, True, "sk-askpass", "ssh", marked=True)
+    assert frames.parse_frame("terminal", ["reading", "42", "8", "1", "0", "bash", "sh", "1",
                                              "3"]).keys == 3
-    assert protocol.parse_frame("terminal", ["done", "42", "7"]) == protocol.ReadDoneFrame(42, 7)
-    assert protocol.parse_frame("terminal", ["looked"]) == protocol.LookedFrame()
-    assert isinstance(protocol.parse_frame("terminal", ["reading", "x"]), protocol.UnknownFrame)
+    assert frames.parse_frame("terminal", ["done", "42", "7"]) == frames.ReadDoneFrame(42, 7)
+    assert frames.parse_frame("terminal", ["looked"]) == frames.LookedFrame()
+    assert isinstance(frames.parse_frame("terminal", ["reading", "x"]), frames.UnknownFrame)
 
 
 def test_password_prompts_and_who_asked():
     def frame(pid=5, echo=True, name="python3", parent="bash", lines=True):
-        return protocol.ReadingFrame(pid, 1, echo, lines, name, parent)
+        return frames.ReadingFrame(pid, 1, echo, lines, name, parent)
     assert make_prompt(frame(echo=False), "Token: ", 1).password
     assert not make_prompt(frame(echo=False, lines=False), ">>> ", 1).password  # readline
     assert make_prompt(frame(), "Enter passphrase for key: ", 1).password
@@ -198,7 +198,7 @@ def test_answers_are_lines_and_ctrl_d_is_end_of_file():
 
 def test_key_driven_programs_need_a_terminal_but_shells_and_repls_do_not():
     def frame(name, lines=False):
-        return protocol.ReadingFrame(5, 1, False, lines, name, "bash")
+        return frames.ReadingFrame(5, 1, False, lines, name, "bash")
     assert needs_terminal(frame("vim")) and needs_terminal(frame("top"))
     assert not needs_terminal(frame("bash")) and not needs_terminal(frame("python3.11"))
     assert not needs_terminal(frame("vim", lines=True))  # e.g. vim -es reading lines

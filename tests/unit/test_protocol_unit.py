@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shell_kernel import protocol, shell
+from shell_kernel import frames, protocol, shell
 from shell_kernel.output import Coalescer, OutputLimit, StreamDecoder
 
 # The bash that the suite names (see tests/conftest.py), else bash on PATH.
@@ -16,7 +16,7 @@ FRAME = b"\x1e\x1f" + TOKEN.encode() + b"\x1fend\x1f7\x1f0\x1f/tmp\x1f\x1e"
 
 
 def scan_in_pieces(data: bytes, cut: int):
-    scanner = protocol.FrameScanner(TOKEN)
+    scanner = frames.FrameScanner(TOKEN)
     events = scanner.feed(data[:cut]) + scanner.feed(data[cut:])
     merged, text = [], b""
     for event in events:
@@ -34,12 +34,12 @@ def scan_in_pieces(data: bytes, cut: int):
 def test_frame_scanner_finds_frames_split_anywhere(cut):
     data = b"before" + FRAME + b"after\x1e"
     assert scan_in_pieces(data, cut) == [
-        ("data", b"before"), ("frame", protocol.EndFrame("stdout", 7, 0, "/tmp")),
+        ("data", b"before"), ("frame", frames.EndFrame("stdout", 7, 0, "/tmp")),
         ("data", b"after\x1e")]
 
 
 def test_frame_scanner_ignores_other_tokens():
-    scanner = protocol.FrameScanner(TOKEN)
+    scanner = frames.FrameScanner(TOKEN)
     fake = b"\x1e\x1fffffffffffffffff\x1fend\x1f1\x1f\x1e"
     assert b"".join(scanner.feed(fake)) + scanner.flush() == fake
 
@@ -58,42 +58,42 @@ def test_an_overlong_frame_ends_its_cell_unread_and_shows_nothing(pieces):
     """A working directory longer than a frame may be: the end frame is
     reported unread with the status it carries (the cell ends), its bytes
     (and the token in them) are never shown, and what follows is found."""
-    frame = HEAD + b"end\x1f7\x1f3\x1f/" + b"d" * (protocol.MAX_FRAME + 10) + b"\x1f\x1e"
+    frame = HEAD + b"end\x1f7\x1f3\x1f/" + b"d" * (frames.MAX_FRAME + 10) + b"\x1f\x1e"
     data = b"before" + frame + b"after" + HEAD + b"end\x1f8\x1f\x1e"
     size = -(-len(data) // pieces)
-    frames, shown = frames_and_data(protocol.FrameScanner(TOKEN),
+    found, shown = frames_and_data(frames.FrameScanner(TOKEN),
                                     *(data[i:i + size] for i in range(0, len(data), size)))
-    assert frames == [protocol.EndFrame("stdout", 7, 3, unread=f"longer than {protocol.MAX_FRAME} bytes"),
-                      protocol.EndFrame("stdout", 8)]
+    assert found == [frames.EndFrame("stdout", 7, 3, unread=f"longer than {frames.MAX_FRAME} bytes"),
+                      frames.EndFrame("stdout", 8)]
     assert shown == b"beforeafter"
 
 
 def test_a_frame_cut_short_by_the_next_is_unread_and_the_next_is_read():
-    frames, shown = frames_and_data(protocol.FrameScanner(TOKEN),
+    found, shown = frames_and_data(frames.FrameScanner(TOKEN),
                                     b"a" + HEAD + b"end\x1f7\x1f0\x1f/x", b"b" + HEAD,
                                     b"end\x1f7\x1f\x1e" + b"c")
-    assert frames == [protocol.EndFrame("stdout", 7, 0, unread="cut short"),
-                      protocol.EndFrame("stdout", 7)]
+    assert found == [frames.EndFrame("stdout", 7, 0, unread="cut short"),
+                      frames.EndFrame("stdout", 7)]
     assert shown == b"ac"
 
 
 def test_a_frame_the_stream_ends_in_is_never_shown():
-    frames, shown = frames_and_data(protocol.FrameScanner(TOKEN), b"a" + HEAD + b"end\x1f7")
-    assert frames == [] and shown == b"a"
+    found, shown = frames_and_data(frames.FrameScanner(TOKEN), b"a" + HEAD + b"end\x1f7")
+    assert found == [] and shown == b"a"
 
 
 def test_frame_fields_are_unescaped_and_a_bad_escape_leaves_the_frame_unread():
-    scanner = protocol.FrameScanner(TOKEN)
+    scanner = frames.FrameScanner(TOKEN)
     [good, bad, short] = scanner.feed(
         HEAD + b"end\x1f4\x1f0\x1f/a%1Fb%1E%0A%0D%25%FF\xff\x1f\x1f\x1f\x1e"
         + HEAD + b"end\x1f5\x1f1\x1f/100%\x1f\x1f\x1f\x1e"
         + HEAD + b"end\x1f6\x1f2\x1f\x1e")
-    assert good == protocol.EndFrame("stdout", 4, 0, "/a\x1fb\x1e\n\r%\udcff\udcff")
-    assert bad == protocol.EndFrame("stdout", 5, 1, unread="a bad escape")
+    assert good == frames.EndFrame("stdout", 4, 0, "/a\x1fb\x1e\n\r%\udcff\udcff")
+    assert bad == frames.EndFrame("stdout", 5, 1, unread="a bad escape")
     # An end frame with a field too few ends its cell all the same.
     assert short.seq == 6 and short.status == 2 and short.cwd is None and short.unread
-    assert "is 2" in protocol.unread_end_notice(short)
-    assert "not known" in protocol.unread_end_notice(protocol.EndFrame("stdout", 6, None, unread="x"))
+    assert "is 2" in frames.unread_end_notice(short)
+    assert "not known" in frames.unread_end_notice(frames.EndFrame("stdout", 6, None, unread="x"))
 
 
 @pytest.mark.parametrize("text", [
@@ -113,7 +113,7 @@ def test_prepare_cell_normalises_crlf_and_removes_nul():
 
 
 def test_tty_noise_filter_drops_only_bash_tcsetattr_lines():
-    noise = protocol.TtyNoiseFilter(42)
+    noise = frames.TtyNoiseFilter(42)
     line = b"bash: [42: 2 (255)] tcsetattr: Inappropriate ioctl for device\n"
     assert noise.feed(b"keep\n" + line + b"bash: [43: 2 (255)] tcsetattr: x\n") == \
         b"keep\nbash: [43: 2 (255)] tcsetattr: x\n"
@@ -164,14 +164,14 @@ def test_output_limit_spills_the_rest_to_a_private_file(tmp_path):
 
 def test_end_frame_carries_the_failed_command_and_its_line():
     head = b"\x1e\x1f" + TOKEN.encode() + b"\x1fend\x1f"
-    scanner = protocol.FrameScanner(TOKEN)
+    scanner = frames.FrameScanner(TOKEN)
     failed, succeeded = scanner.feed(head + b"8\x1f1\x1f/tmp\x1f3\x1fgrep nomatch\x1f\x1e"
                                      + head + b"9\x1f0\x1f/tmp\x1f\x1f\x1f\x1e")
-    assert failed == protocol.EndFrame("stdout", 8, 1, "/tmp", 3, "grep nomatch")
-    assert succeeded == protocol.EndFrame("stdout", 9, 0, "/tmp", None, None)
+    assert failed == frames.EndFrame("stdout", 8, 1, "/tmp", 3, "grep nomatch")
+    assert succeeded == frames.EndFrame("stdout", 9, 0, "/tmp", None, None)
     # The sixth field: the cell's line was abandoned (SIGINT, exit, an error).
     [abandoned] = scanner.feed(head + b"10\x1f1\x1f/tmp\x1f\x1f\x1f1\x1f\x1e")
-    assert abandoned == protocol.EndFrame("stdout", 10, 1, "/tmp", None, None, True)
+    assert abandoned == frames.EndFrame("stdout", 10, 1, "/tmp", None, None, True)
 
 
 def frame_bytes(*fields: str) -> bytes:
@@ -213,21 +213,21 @@ def test_any_bytes_in_a_field_come_back_as_they_were(locale):
         done = subprocess.run([TEST_BASH, "-c", script, "bash", TOKEN], input=field + b"\0",
                               capture_output=True, env={**os.environ, "LC_ALL": locale})
         assert done.returncode == 0, done.stderr
-        assert b"\n" not in done.stdout and done.stdout.count(protocol.FRAME_END) == 1
-        [frame] = protocol.FrameScanner(TOKEN).feed(done.stdout)
+        assert b"\n" not in done.stdout and done.stdout.count(frames.FRAME_END) == 1
+        [frame] = frames.FrameScanner(TOKEN).feed(done.stdout)
         text = field.decode("utf-8", "surrogateescape")
-        assert frame == protocol.EndFrame("stdout", 7, 0, text, 3, text or None), field
+        assert frame == frames.EndFrame("stdout", 7, 0, text, 3, text or None), field
 
 
 def test_display_and_reply_frames_name_their_payload():
-    scanner = protocol.FrameScanner(TOKEN)
+    scanner = frames.FrameScanner(TOKEN)
     display, reply, sized = scanner.feed(
         frame_bytes(TOKEN, "display", "image/png", "plot", "payload.42.1")
         + frame_bytes(TOKEN, "reply", "5", "payload.42.2")
         + frame_bytes(TOKEN, "reply", "5", "10", "payload.42.3"))
-    assert display == protocol.DisplayFrame("image/png", "plot", "payload.42.1")
-    assert reply == protocol.ReplyFrame(5, "payload.42.2")
-    assert isinstance(sized, protocol.UnknownFrame)
+    assert display == frames.DisplayFrame("image/png", "plot", "payload.42.1")
+    assert reply == frames.ReplyFrame(5, "payload.42.2")
+    assert isinstance(sized, frames.UnknownFrame)
 
 
 def test_history_entry_is_the_cell_without_blank_lines_around_it():
@@ -390,3 +390,4 @@ def test_the_relay_knows_a_cells_first_and_post_lines_as_protocol_writes_them():
     assert f'"{first}"*)' in relay and f'"{post}"*)' in relay
     assert f'"${{line#*"{protocol.POST_CALL.decode()}"}}" post' in relay
     assert protocol.POST_CALL.decode() + "12" in lines[1]
+

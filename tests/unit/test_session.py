@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from shell_kernel import protocol
+from shell_kernel import frames, protocol
 from shell_kernel.backends import BackendError, Capabilities, NotSent, ShellExit
 from shell_kernel.backends.local import processes as local_processes
 from shell_kernel.backends.local.backend import LocalBackend
@@ -604,8 +604,8 @@ def test_local_frames_survive_any_split(local):
 
 
 def test_protocol_frames_are_typed():
-    scanner = protocol.FrameScanner("ab", "stdout")
+    scanner = frames.FrameScanner("ab", "stdout")
     events = scanner.feed(b"\x1e\x1fab\x1fready\x1f12\x1f5.2\x1f/d\x1fyes\x1f\x1e"
                           b"\x1e\x1fab\x1fwhat\x1f1\x1f\x1e")
-    assert events == [protocol.ReadyFrame("stdout", 12, "5.2", "/d", "yes"),
-                      protocol.UnknownFrame("stdout", ("what", "1"))]
+    assert events == [frames.ReadyFrame("stdout", 12, "5.2", "/d", "yes"),
+                      frames.UnknownFrame("stdout", ("what", "1"))]
