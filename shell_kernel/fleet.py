@@ -270,11 +270,12 @@ class Fleet:
         # /dev/null) and no side channel until an interrupt needs one: a
         # channel, a pty and a dozen programs less per host. No copy of the
         # exported variables after each cell either: a host whose shell is
-        # lost is failed, never given a new shell to restore them in.
+        # lost is failed, never given a new shell to restore them in. Nobody
+        # asks its shell a question (completion...): it is not given the code.
         session = ShellSession(config.backend_factory(side_channel_early=False),
                                lambda name, text: outputs[0].stream(name, text),
                                replace(config.session_options(), prompts=False,
-                                       snapshot_exports=False),
+                                       snapshot_exports=False, queries=False),
                                lambda mime, data, display_id: outputs[0].display(mime, data, display_id))
         self.events.host_started(host.name)
         with self._lock:

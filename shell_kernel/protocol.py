@@ -16,13 +16,16 @@ STREAMS = ("stdout", "stderr")
 
 
 def session_script(token: str, snapshot_exports: bool = False, state_dir: str | None = None,
-                   restore: tuple[str, str | None] | None = None, tty: bool = False) -> bytes:
+                   restore: tuple[str, str | None] | None = None, tty: bool = False,
+                   queries: bool = True) -> bytes:
     """The bash code that turns a fresh interactive bash into a session.
 
     restore: (state dir, cwd) of a lost shell whose exported variables and
     working directory the new one takes over (session.bash checks the
     directory is private first, and says in its ready frame what it did).
     tty: the cells' stdout and stderr are pseudo-terminals (see shell/tty.bash).
+    queries: the shell answers the kernel's questions (shell/queries.bash);
+    without, a fifth less to parse for a shell nobody asks (a notebook job).
     """
     settings = [b"__shell_kernel_token=" + token.encode()]
     if state_dir:
@@ -39,7 +42,8 @@ def session_script(token: str, snapshot_exports: bool = False, state_dir: str | 
                             + ansi_c_quote(cwd.encode(errors="surrogateescape")))
     if tty:
         settings.append(b"__shell_kernel_tty=1\n" + shell.bash_code("tty.bash").encode())
-    return b"\n".join(settings) + b"\n" + shell.bash_code("session.bash").encode()
+    session = shell.bash_code("session.bash", None if queries else "queries.bash")
+    return b"\n".join(settings) + b"\n" + session.encode()
 
 
 def bootstrap_lines(script: bytes) -> bytes:

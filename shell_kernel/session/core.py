@@ -240,6 +240,8 @@ class ShellSession:
     # --------------------------------------------------------------- queries
     def query(self, what: str, text: str, timeout: float = 10.0) -> str | None:
         """Ask the idle shell something (see protocol.QUERIES); None if it cannot answer."""
+        if not self.options.queries:
+            return None  # (its shell has not the code to answer)
         if self._starting and not self._keeper.up.is_set():
             return None  # not up yet: nothing to ask (a query does not wait for a start)
         if not self._run_lock.acquire(timeout=timeout):

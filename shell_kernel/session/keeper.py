@@ -207,7 +207,7 @@ class Keeper:
                 return self._adopt(started.attached)
             script = protocol.session_script(token, self.options.snapshot_exports,
                                              started.preset_state_dir, restore,
-                                             tty=self.options.tty)
+                                             tty=self.options.tty, queries=self.options.queries)
             backend.send(protocol.bootstrap_lines(script))
         except BackendError as err:
             self.discard_backend(backend)

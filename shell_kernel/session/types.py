@@ -35,6 +35,9 @@ class Options:
     prompts: bool = True
     #: Cells write to two pseudo-terminals on the host (see shell/tty.bash).
     tty: bool = default("tty")
+    #: The shell answers questions (ShellSession.query: completion,
+    #: inspection...); a notebook job, which asks none, saves its host the code.
+    queries: bool = True
 
 
 @dataclass

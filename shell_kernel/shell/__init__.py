@@ -36,10 +36,14 @@ def script(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def bash_code(name: str) -> str:
+def bash_code(name: str, without: str | None = None) -> str:
     """script(name) without its comment lines, for bash code that every
-    session's shell parses as it starts (a sixth of what that costs it)."""
-    return _COMMENT_LINE.sub("", script(name))
+    session's shell parses as it starts (a sixth of what that costs it);
+    without: a file it includes that is left out."""
+    text = script(name)
+    if without is not None:
+        text = text.replace(script(without), "", 1)
+    return _COMMENT_LINE.sub("", text)
 
 
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*\n", re.M)

@@ -391,3 +391,15 @@ def test_the_relay_knows_a_cells_first_and_post_lines_as_protocol_writes_them():
     assert f'"${{line#*"{protocol.POST_CALL.decode()}"}}" post' in relay
     assert protocol.POST_CALL.decode() + "12" in lines[1]
 
+
+def test_a_session_nobody_asks_questions_is_sent_no_query_code():
+    """A notebook job's shell (queries=False) gets session.bash without
+    queries.bash, and what it gets is still whole bash."""
+    full = protocol.session_script("ab12", state_dir="/tmp/x")
+    lean = protocol.session_script("ab12", state_dir="/tmp/x", queries=False)
+    assert b"__shell_kernel_query()" in full and b"__shell_kernel_complete()" in full
+    assert b"__shell_kernel_query()" not in lean and b"__shell_kernel_complete()" not in lean
+    assert b"__shell_kernel_post()" in lean and b"__shell_kernel_close()" in lean
+    assert len(lean) < 0.85 * len(full)
+    checked = subprocess.run(["bash", "-n"], input=lean, capture_output=True)
+    assert checked.returncode == 0, checked.stderr
