@@ -80,7 +80,11 @@ def ensure_kernelspec(name: str, install: list[str]) -> Callable[[], None]:
         except NoSuchKernel:
             pass
         print(f"kernelspec {name!r} missing; running: {' '.join(install)}", file=sys.stderr)
-        subprocess.run(install, check=True, stdout=subprocess.DEVNULL)
+        done = subprocess.run(install, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise SystemExit(
+                f"could not install kernelspec {name!r}: {done.stderr.strip()}\n"
+                "The contenders come with the bench extra: .venv/bin/pip install -e '.[bench]'")
         KernelSpecManager().get_kernel_spec(name)  # raises if it is still missing
 
     return ensure

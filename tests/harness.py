@@ -65,13 +65,16 @@ class KernelHarness:
         # IPC sockets in a directory of its own: over TCP, jupyter_client
         # picks free ports and binds them later, and a kernel of another
         # worker could take one meanwhile ("Address already in use", in CI).
-        self._ipc_dir = tempfile.mkdtemp(prefix="sk-ipc-") if transport == "ipc" else None
-        where = {"ip": os.path.join(self._ipc_dir, "kernel")} if self._ipc_dir else {}
+        # The kernel's log goes there too (SHELL_KERNEL_LOG): a cell that
+        # never ends shows it in its TimeoutError (see collect).
+        self._ipc_dir = tempfile.mkdtemp(prefix="sk-ipc-")
+        where = {"ip": os.path.join(self._ipc_dir, "kernel")} if transport == "ipc" else {}
         self.km = KernelManager(kernel_name=kernel_name, transport=transport, **where)
         self.kc = None
-        kwargs = {}
-        if env is not None:
-            kwargs["env"] = env
+        env = dict(os.environ if env is None else env)
+        env.setdefault("SHELL_KERNEL_LOG", os.path.join(self._ipc_dir, "kernel.log"))
+        self.log_path = env["SHELL_KERNEL_LOG"]
+        kwargs = {"env": env}
         if cwd is not None:
             kwargs["cwd"] = cwd
         try:
@@ -114,7 +117,9 @@ class KernelHarness:
         while not idle:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(f"no idle status for {msg_id} within {timeout} s")
+                raise TimeoutError(f"no idle status for {msg_id} within {timeout} s; so far: "
+                                   f"stdout {execution.stdout!r}, stderr {execution.stderr!r}, "
+                                   f"prompts {execution.prompts!r}\n{self.log_tail()}")
             self._answer_input(execution, answer)
             try:
                 msg = self.kc.get_iopub_msg(timeout=min(remaining, 0.02))
@@ -171,6 +176,14 @@ class KernelHarness:
             if reply["parent_header"].get("msg_id") == msg_id:
                 return reply
 
+    def log_tail(self, lines: int = 60) -> str:
+        """The end of the kernel's log (its session's decisions)."""
+        try:
+            with open(self.log_path, errors="replace") as log:
+                return "the kernel's log ends:\n" + "".join(log.readlines()[-lines:])
+        except OSError as err:
+            return f"(no kernel log: {err})"
+
     def shutdown(self) -> None:
         try:
             if self.kc is not None:
@@ -180,8 +193,7 @@ class KernelHarness:
                 if self.km.has_kernel:
                     self.km.shutdown_kernel(now=False)
             finally:
-                if self._ipc_dir:
-                    shutil.rmtree(self._ipc_dir, ignore_errors=True)
+                shutil.rmtree(self._ipc_dir, ignore_errors=True)
 
 
 def descendants(pid: int) -> set[int]:
