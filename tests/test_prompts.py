@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import socket
 import stat
 import time
 
@@ -131,6 +132,20 @@ def test_no_false_prompts_for_slow_quiet_or_redirected_commands(kernel, tmp_path
     execution = kernel.collect(kernel.start(code, allow_stdin=True), timeout=30)
     assert execution.prompts == []  # collect() fails the test on any input_request
     assert execution.stdout == "no newline yet\nx1\ny2\ny2\n[piped]\nend\n"
+
+
+def test_a_program_waiting_on_the_network_is_not_a_prompt(kernel):
+    """Its standard input is the terminal, and Linux shows its wait for a TCP
+    socket's data as it shows a read of a terminal (wait_woken): only the
+    read of the terminal asks (an ssh client mid-handshake looked like a
+    line prompt to the detector without /proc)."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # connects, never answers
+        port = silent.getsockname()[1]
+        code = ("timeout 2 python3 -c 'import socket; "
+                f"socket.create_connection((\"127.0.0.1\", {port})).recv(1)'; echo \"status $?\"")
+        execution = kernel.collect(kernel.start(code, allow_stdin=True), timeout=30)
+    assert execution.prompts == []  # collect() fails the test on any input_request
+    assert execution.stdout == "status 124\n"
 
 
 def test_a_password_reaches_no_output_log_or_state_file(start_kernel, ssh_kernel, sshd, tmp_path):

@@ -59,7 +59,8 @@ collect_tree() {
         hops = 0
         if (q != shell) continue
         w = wchan[p]
-        if (w ~ /^(ttyin|ttyrd|n_tty_read|wait_woken)/) kind = "read"
+        if (w ~ /^(ttyin|ttyrd|n_tty_read)/) kind = "read"
+        else if (w ~ /^wait_woken/) kind = "woken"
         else if (w ~ /^(select|poll|kqread|do_sel|do_sys|poll_s|core_s|ep_pol|do_epo)/) kind = "select"
         else continue
         print p, kind, comm[p] "/" comm[parent[p]]
@@ -71,9 +72,26 @@ collect_tree() {
   shell_idle
   if [[ $cells_seen != "$before" ]]; then tree= waits=" " looked=; fi
 }
+# Linux shows wait_woken for a read of a terminal and for a wait on a TCP
+# socket (its data, a connect) alike: an ssh client in its handshake looked
+# like a prompt. Linux's ps reads /proc, where the process's descriptors
+# tell them apart: one holding a socket is taken to wait on it (a program
+# that asks with a socket open goes unasked, as without the watcher), one
+# without the terminal reads something else.
+reads_terminal() {
+  local fd seen= terminal=
+  for fd in "/proc/$1/fd/"*; do
+    [[ -e $fd ]] || continue
+    seen=yes
+    if [[ -S $fd ]]; then builtin return 1; fi
+    if [[ $fd -ef $tty ]]; then terminal=yes; fi
+  done
+  [[ -z $seen || -n $terminal ]]  # no descriptors to see: as the wait channel says
+}
 waiting() {
   local pid=$1 kind
   kind=${waits#* $pid:}; kind=${kind%% *}
+  if [[ $kind == woken ]]; then reads_terminal "$pid" || builtin return 1; fi
   keys_only= asked=1 reads_done=$counted
   if [[ $kind == select && $pid != "$shell" ]]; then keys_only=yes; fi
 }
