@@ -157,6 +157,7 @@ class InputTerminal:
 
     def _on_data(self, data: bytes) -> None:
         if not data:
+            log.info("the prompt watcher's terminal closed: cells read /dev/null from the next one")
             self._path = None
             self._settled.set()
             self._on_frame(None)

@@ -9,6 +9,7 @@ and lets go what it is told to; the decisions are here.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable
 
@@ -18,6 +19,8 @@ from ..prompts import Prompt
 from .events import PromptAnswered
 from .keeper import Keeper
 from .types import RunningCell
+
+log = logging.getLogger("shell_kernel.session")
 
 
 class PromptTracker:
@@ -51,11 +54,14 @@ class PromptTracker:
             cell.prompt.over.set()
 
     def on_reading(self, cell: RunningCell | None, frame: frames.ReadingFrame) -> None:
+        log.debug("read reported: %s (%s), read %d, cell %s", frame.pid, frame.name, frame.reads,
+                  cell.seq if cell is not None else None)
         self._keeper.input.was_read()
         if cell is not None and not cell.done.is_set() and not cell.catch_up:
             cell.reads.append((frame, time.monotonic()))
 
     def on_read_done(self, cell: RunningCell | None, frame: frames.ReadDoneFrame) -> None:
+        log.debug("read over: %s, read %d", frame.pid, frame.reads)
         if cell is None:
             return
         key = (frame.pid, frame.reads)
@@ -107,6 +113,7 @@ class PromptTracker:
         info = self._keeper.info
         frame, _ = cell.reads.pop(0)
         cell.read_marks.pop(frames.read_mark(frame.pid, frame.reads), None)
+        log.debug("cell %d: the read of %s (%s) is due", cell.seq, frame.pid, frame.name)
         if prompts.needs_terminal(frame):
             cell.key_mode = True
             self._coalescer.drop_screen()
