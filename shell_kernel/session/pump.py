@@ -173,6 +173,7 @@ class Pump:
 
     def _cell_sent(self, cell: RunningCell, done: IoDone, post_only: bool) -> None:
         """The I/O worker is done sending the cell's lines (they went, or not)."""
+        log.debug("cell %d: lines sent%s", cell.seq, f" ({done.error})" if done.error else "")
         if cell.done.is_set():
             return  # (lost meanwhile: its fields are the caller's now)
         cell.sending = False
