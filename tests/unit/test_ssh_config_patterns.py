@@ -37,3 +37,28 @@ def test_a_host_line_of_many_aliases_resolves_each(tmp_path):
         assert (target.hostname, target.port) == ("127.0.0.1", 2222)
         assert target.user == ("seven" if name.startswith("h7") else "everyone")
     assert resolve("h2001", str(config)).hostname == "h2001"
+
+
+
+MATCH_EXEC = """
+import sys
+from shell_kernel.backends.ssh.target import resolve
+print(sorted(m for m in sys.modules if m.startswith("invoke.")))
+print(resolve("h1", sys.argv[1]).user, resolve("h2", sys.argv[1]).user)
+print("invoke.runners" in sys.modules)
+"""
+
+
+def test_match_exec_loads_invoke_then_runs_its_command(tmp_path):
+    """paramiko evaluates `Match exec` with invoke, which the backend imports
+    only then (backends/ssh/__init__.py). In a new interpreter (invoke reads
+    the standard input, which pytest holds)."""
+    import subprocess
+    import sys
+    (tmp_path / "h1").touch()
+    config = tmp_path / "config"
+    config.write_text(f"Match exec \"test -e {tmp_path}/%n\"\n  User matched\n"
+                      "Host *\n  User everyone\n")
+    out = subprocess.run([sys.executable, "-c", MATCH_EXEC, str(config)], capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL, check=True, timeout=60)
+    assert out.stdout.splitlines() == ["[]", "matched everyone", "True"]
