@@ -73,8 +73,8 @@ collect_tree() {
   if [[ $cells_seen != "$before" ]]; then tree= waits=" " looked=; fi
 }
 # Linux shows wait_woken for a read of a terminal and for a wait on a TCP
-# socket (its data, a connect) alike: an ssh client in its handshake looked
-# like a prompt. Linux's ps reads /proc, where the process's descriptors
+# socket (its data, a connect) alike, so an ssh client in its handshake
+# would look like a prompt. Linux's ps reads /proc, where the process's descriptors
 # tell them apart: one holding a socket is taken to wait on it (a program
 # that asks with a socket open goes unasked, as without the watcher), one
 # without the terminal reads something else.
