@@ -83,3 +83,21 @@ def test_a_cell_run_takes_its_exit_code_and_duration_from_its_record():
             ("ok", "failed", "failed as expected", "skipped", "not run", "timed out",
              "kernel died", "interrupted", "stopped")] == \
         [False, True, False, False, False, True, True, True, True]
+
+
+def test_a_fleet_run_sets_the_interpreter_for_many_threads_and_puts_it_back():
+    import gc
+    import sys
+
+    from shell_kernel.fleet import FLEET_SWITCH_INTERVAL_S, threads_mostly_waiting
+    before = sys.getswitchinterval()
+    assert before != FLEET_SWITCH_INTERVAL_S
+    try:
+        with threads_mostly_waiting():
+            assert abs(sys.getswitchinterval() - FLEET_SWITCH_INTERVAL_S) < 1e-6
+            assert gc.get_freeze_count() > 0
+            raise RuntimeError("a run that fails")
+    except RuntimeError:
+        pass
+    assert sys.getswitchinterval() == before
+    assert gc.get_freeze_count() == 0
