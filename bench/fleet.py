@@ -432,8 +432,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run shell_kernel from this checkout (e.g. a git worktree of "
                              "an older commit), in turns with this one: 'shell_kernel (old)'")
     parser.add_argument("--only", default=None,
-                        help="comma-separated contenders to run (by the start of their names, "
-                             "e.g. shell_kernel,parallel-ssh,floor)")
+                        help="comma-separated contenders to run: a name, or its start before "
+                             "' (' (shell_kernel,parallel-ssh,floor: the first also takes "
+                             "'shell_kernel (old)', not 'shell_kernel --durable')")
     parser.add_argument("--out", type=Path, default=HERE / "README.md")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "fleet.json")
     args = parser.parse_args(argv)
@@ -477,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.only:
                     wanted = args.only.split(",")
                     contenders = [(name, run) for name, run in contenders
-                                  if any(name.startswith(w) for w in wanted)]
+                                  if any(name == w or name.startswith(w + " (") for w in wanted)]
                 base = None
                 for name, run in contenders:
                     log(f"N={n} jobs={jobs}: {name}")
