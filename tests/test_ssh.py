@@ -252,6 +252,38 @@ def test_a_read_after_the_commands_eof_waits_for_its_exit_without_turning(sshd, 
             client.close()
 
 
+def test_a_late_read_gives_the_two_streams_in_the_order_they_came(sshd):
+    """A reader that comes late (a busy machine) finds both streams' data
+    waiting: it gives them in the order they came, as a terminal shows them
+    (an `echo x; job &` printed x before the job's number), not the stream it
+    read less recently first."""
+    import time
+    from shell_kernel.backends.ssh.backend import SSHChannel
+    from shell_kernel.backends.ssh.connect import connect
+    from shell_kernel.backends.ssh.target import resolve
+    clients = connect(resolve("testhost", str(sshd.ssh_config)))
+    try:
+        channel = SSHChannel(clients[-1].get_transport(),
+                             b"echo 0; sleep 0.5; echo a; sleep 0.3; echo b >&2; sleep 0.3; "
+                             b"echo c; sleep 0.3; echo d >&2; echo e >&2")
+        assert channel.read(timeout=10) == ("stdout", b"0\n")
+        time.sleep(3)  # everything else is waiting now
+        chunks = []
+        while (chunk := channel.read(timeout=10)) is not None:
+            chunks.append(chunk)
+        merged = [[chunks[0][0], chunks[0][1]]]
+        for stream, data in chunks[1:]:  # (d and e may come as one packet or two)
+            if stream == merged[-1][0]:
+                merged[-1][1] += data
+            else:
+                merged.append([stream, data])
+        assert merged == [["stdout", b"a\n"], ["stderr", b"b\n"], ["stdout", b"c\n"],
+                          ["stderr", b"d\ne\n"]]
+    finally:
+        for client in reversed(clients):
+            client.close()
+
+
 def test_a_send_on_a_connection_found_gone_says_none_of_it_went(sshd):
     """The cell's send that meets a dropped connection (before its end was
     read) is NothingSent, which the shell reports as NotSent: a durable

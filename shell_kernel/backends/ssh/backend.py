@@ -11,6 +11,7 @@ a short one per ping); the shell's reader thread reads its channel.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -46,7 +47,16 @@ class SSHChannel:
         except paramiko.SSHException as err:
             raise OSError(str(err)) from err
         self._transport = transport
-        self._stderr_first = False  # the streams take turns
+        # The order the streams' data came in, as [stream, bytes] runs, noted
+        # as paramiko's thread fills each stream's buffer (it keeps no
+        # interleaving): read() takes the oldest first, so a reader that comes
+        # late finds both full and still gives them as they were printed.
+        self._arrivals: collections.deque = collections.deque()
+        channel = self._channel
+        for stream, buffer in (("stdout", channel.in_buffer), ("stderr", channel.in_stderr_buffer)):
+            buffer.feed = self._noting(stream, buffer.feed)
+        self._streams = {"stdout": (channel.recv_ready, channel.recv),
+                         "stderr": (channel.recv_stderr_ready, channel.recv_stderr)}
         # One event for both streams, which paramiko sets as data (or the end)
         # comes and clears as a stream is read empty; read() looks at both
         # streams before it waits. (select on the channel would need
@@ -62,18 +72,38 @@ class SSHChannel:
         # only a moment later: nothing can be sent on them already.
         return self._channel.closed or not self._transport.is_active()
 
+    def _noting(self, stream: str, feed: Callable[[bytes], None]) -> Callable[[bytes], None]:
+        arrivals = self._arrivals
+
+        def noted(data: bytes) -> None:  # paramiko's thread
+            feed(data)
+            arrivals.append([stream, len(data)])  # after: a run noted is in its buffer
+        return noted
+
+    def _next(self) -> tuple[str, bytes] | None:
+        """The oldest data waiting, up to READ_SIZE bytes of one stream."""
+        arrivals, streams = self._arrivals, self._streams
+        while arrivals:
+            run = arrivals[0]
+            ready, recv = streams[run[0]]
+            data = recv(min(READ_SIZE, run[1])) if ready() else b""
+            run[1] -= len(data)
+            if run[1] <= 0 or not data:  # (no data: an earlier read took more than its run)
+                arrivals.popleft()
+            if data:
+                return run[0], data
+        # Data fed but not yet noted (the moment between the two), or none.
+        for stream, (ready, recv) in streams.items():
+            if ready() and (data := recv(READ_SIZE)):
+                return stream, data
+        return None
+
     def read(self, timeout: float | None = None) -> tuple[str, bytes] | None:
         channel = self._channel
         deadline = None if timeout is None else time.monotonic() + timeout
-        streams = [("stdout", channel.recv_ready, channel.recv),
-                   ("stderr", channel.recv_stderr_ready, channel.recv_stderr)]
         while True:
-            for stream, ready, recv in streams[::-1] if self._stderr_first else streams:
-                if ready():
-                    data = recv(READ_SIZE)
-                    if data:
-                        self._stderr_first = stream == "stdout"
-                        return stream, data
+            if (chunk := self._next()) is not None:
+                return chunk
             if channel.exit_status_ready() or channel.closed or not self._transport.is_active():
                 if channel.recv_ready() or channel.recv_stderr_ready():
                     continue
