@@ -85,13 +85,15 @@ def test_a_cell_run_takes_its_exit_code_and_duration_from_its_record():
         [False, True, False, False, False, True, True, True, True]
 
 
+
+
 def test_a_fleet_run_sets_the_interpreter_for_many_threads_and_puts_it_back():
     import gc
     import sys
 
     from shell_kernel.fleet import FLEET_SWITCH_INTERVAL_S, threads_mostly_waiting
     before = sys.getswitchinterval()
-    assert before != FLEET_SWITCH_INTERVAL_S
+    assert abs(before - FLEET_SWITCH_INTERVAL_S) > 1e-3
     try:
         with threads_mostly_waiting():
             assert abs(sys.getswitchinterval() - FLEET_SWITCH_INTERVAL_S) < 1e-6
