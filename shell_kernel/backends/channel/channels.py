@@ -40,7 +40,8 @@ class Channel(Protocol):
 
     def read(self, timeout: float | None = None) -> tuple[str, bytes] | None:
         """The next bytes the command wrote, as ("stdout" | "stderr", data),
-        the two streams taking turns when both have some; None once it has
+        in the order they came where the transport keeps it (SSH), else the
+        two streams taking turns when both have some (two pipes); None once it has
         ended and everything it wrote was read, or the channel is closed.
         Raises TimeoutError when nothing came within timeout seconds."""
 
