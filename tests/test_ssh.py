@@ -284,6 +284,38 @@ def test_a_late_read_gives_the_two_streams_in_the_order_they_came(sshd):
             client.close()
 
 
+def test_an_idle_connection_wakes_seldom_and_its_close_ends_it_at_once(sshd, monkeypatch):
+    """An idle session's threads sleep: the transport's wait for bytes (paramiko
+    wakes ten times a second) and the reader's wait for output wake only as a
+    safety net. Closing does not wait for the transport's next wake: its
+    socket is shut down first, so the thread ends (and the host sees the
+    connection go) at once."""
+    import threading
+    import paramiko
+    from shell_kernel.backends.ssh import connect as connect_module
+    from shell_kernel.backends.ssh.backend import READ_WAKE_S, SSHChannel
+    from shell_kernel.backends.ssh.target import resolve
+    monkeypatch.setattr(connect_module, "TRANSPORT_WAKE_S", 60.0)  # a close that waited would show
+    clients = connect_module.connect(resolve("testhost", str(sshd.ssh_config)))
+    transport = clients[-1].get_transport()
+    assert transport.sock.gettimeout() == 60.0
+    looks = []  # each turn of the read loop looks whether stdout has data
+    real_ready = paramiko.Channel.recv_ready
+    monkeypatch.setattr(paramiko.Channel, "recv_ready",
+                        lambda self: looks.append(1) or real_ready(self))
+    channel = SSHChannel(transport, b"cat")
+    reader = threading.Thread(target=lambda: channel.read(timeout=30), daemon=True)
+    reader.start()
+    time.sleep(2)  # idle
+    assert READ_WAKE_S >= 2 and len(looks) <= 2  # the turn before the wait, perhaps one more
+    for client in reversed(clients):
+        connect_module.close_client(client)
+    transport.join(10)
+    assert not transport.is_alive()
+    reader.join(10)
+    assert not reader.is_alive()
+
+
 def test_a_send_on_a_connection_found_gone_says_none_of_it_went(sshd):
     """The cell's send that meets a dropped connection (before its end was
     read) is NothingSent, which the shell reports as NotSent: a durable

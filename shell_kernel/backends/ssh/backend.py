@@ -25,7 +25,7 @@ from ..channel.backend import ChannelBackend
 from ..channel.shell import DirectShell
 from ..channel.channels import ChannelExit, NothingSent, SideShell
 from ..channel.durable import DurableShell
-from .connect import CONNECT_TIMEOUT, connect, record_exit_signals, round_trip
+from .connect import CONNECT_TIMEOUT, close_client, connect, record_exit_signals, round_trip
 from .target import SSHTarget
 from ...shell import host_words
 from .terminal import SSHTerminal
@@ -35,6 +35,11 @@ __all__ = ["SSHBackend", "connect", "CONNECT_TIMEOUT"]
 log = logging.getLogger("shell_kernel.ssh")
 
 READ_SIZE = 1 << 16
+#: How long a read waits before it looks at the channel again by itself: a
+#: safety net only, as paramiko sets the event it waits on for data, the end
+#: of output, the exit status and the close (and for a lost connection, which
+#: closes its channels). Each look wakes an idle session's reader.
+READ_WAKE_S = 5.0
 
 
 class SSHChannel:
@@ -108,7 +113,7 @@ class SSHChannel:
                 if channel.recv_ready() or channel.recv_stderr_ready():
                     continue
                 return None
-            wait = 0.5
+            wait = READ_WAKE_S
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
                 if wait <= 0:
@@ -238,7 +243,7 @@ class SSHBackend(ChannelBackend):
     def _disconnect(self) -> None:
         clients, self._channels.clients = self._channels.clients, []
         for client in reversed(clients):
-            client.close()
+            close_client(client)
 
     def _keepalive_loop(self, transport: paramiko.Transport) -> None:
         """ServerAlive semantics: a connection whose server stops answering
