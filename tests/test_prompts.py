@@ -10,6 +10,7 @@ import shutil
 import socket
 import stat
 import time
+from pathlib import Path
 
 import pytest
 
@@ -146,6 +147,35 @@ def test_a_program_waiting_on_the_network_is_not_a_prompt(kernel):
         execution = kernel.collect(kernel.start(code, allow_stdin=True), timeout=30)
     assert execution.prompts == []  # collect() fails the test on any input_request
     assert execution.stdout == "status 124\n"
+
+
+def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
+    """Between cells the prompt watcher waits on its FIFO, not looking at a
+    shell that waits for commands five times a second; a cell's start wakes
+    it, and it looks at the running cell as often as before. Counted by the
+    watcher's read calls (/proc/PID/io), which a slow machine makes fewer,
+    never more. (Bash 3.2's read -t takes whole seconds: its watcher pauses
+    by sleep, which nothing wakes, and looks every 0.2 s between cells.)"""
+    shell, state_dir, bash = kernel.ok('echo "$$ $__shell_kernel_dir $BASH_VERSINFO"').split()
+    watchers = [path.parent.name for path in Path("/proc").glob("[0-9]*/cmdline")
+                if path.read_bytes().split(b"\0")[-3:-1] == [shell.encode(), state_dir.encode()]]
+    assert len(watchers) == 1
+
+    def reads() -> int:
+        with open(f"/proc/{watchers[0]}/io") as io:
+            return int(next(line for line in io if line.startswith("syscr:")).split()[1])
+
+    before = reads()
+    time.sleep(3)  # idle: the old watcher looked 15 times
+    if int(bash) >= 4:
+        assert reads() - before <= 4
+    # A cell right after another (the watcher's wait between them just begun):
+    # its looks in the cell's first second.
+    read_count = (f'while read -r key value; do [[ $key == syscr: ]] && break; done '
+                  f'< /proc/{watchers[0]}/io; ')
+    looks = kernel.ok("true; " + read_count + "first=$value; sleep 1; " + read_count
+                      + "echo $(( value - first ))")
+    assert int(looks) >= 6
 
 
 def test_a_password_reaches_no_output_log_or_state_file(start_kernel, ssh_kernel, sshd, tmp_path):

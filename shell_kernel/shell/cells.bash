@@ -88,6 +88,12 @@ __shell_kernel_resume() {
     { __shell_kernel_put "$__shell_kernel_cells" "${1-}"$'\n' __shell_kernel_cell_length; } \
       2>/dev/null || builtin true
   fi
+  # Wake the prompt watcher, which waits on this FIFO between cells
+  # (prompts.bash): a line, unless one waits there already, so that it never
+  # fills (a watcher gone would leave this shell blocked on a full FIFO).
+  if [[ -p $__shell_kernel_dir/wake ]] && (( BASH_VERSINFO[0] >= 4 )); then
+    { builtin read -r -t 0 || builtin printf '\n' >&0; } 0<>"$__shell_kernel_dir/wake" 2>/dev/null
+  fi
   if [[ -n ${1-} && -n ${__shell_kernel_named-} ]]; then
     __shell_kernel_now
     { builtin printf '%s %s\n' "$1" "$__shell_kernel_time" >| "$__shell_kernel_dir/started"; } 2>/dev/null || builtin true

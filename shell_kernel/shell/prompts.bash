@@ -73,14 +73,22 @@ __shell_kernel_frame -l "$token" tty "$tty"
 portable=
 if [[ -n ${SHELL_KERNEL_NO_PROC-} || ! -r /proc/$shell/syscall ]]; then portable=yes; fi
 
-# A pause without a fork: a read that times out on a FIFO nobody writes.
-# Bash 3.2 takes whole seconds only: a sleep there (a fork per pause).
+# A pause without a fork: a read that times out on a FIFO, $dir/wake, where
+# the shell writes a line as each cell starts (cells.bash): between cells
+# the watcher waits there up to idle_wait seconds (then it looks whether
+# the shell still lives), not looking five times a second at a shell that
+# waits for commands. A new watcher (after a reconnect) puts a FIFO of its
+# own in the old one's place.
+# Bash 3.2 takes whole seconds only: a sleep there (a fork per pause), and
+# a look every 0.2 s between cells, as nothing wakes a sleep.
 pause() { builtin read -r -t "$1" -u 9; }
-if (( BASH_VERSINFO[0] < 4 )) \
-    || ! { [[ -n $dir ]] && mkfifo -m 600 "$dir/prompts.$$" && exec 9<>"$dir/prompts.$$"; }; then
+idle_wait=5
+if (( BASH_VERSINFO[0] < 4 )) || ! { [[ -n $dir ]] && mkfifo -m 600 "$dir/wake.$$" \
+      && exec 9<>"$dir/wake.$$" && mv -f "$dir/wake.$$" "$dir/wake"; }; then
   pause() { sleep "$1"; }
+  idle_wait=0.2
+  rm -f "$dir/wake.$$" 2>/dev/null
 fi
-rm -f "$dir/prompts.$$" 2>/dev/null
 
 # What earlier cells left running, as " pid pid ... " in $left: the shell's
 # children when the last cell ended (the post hook, in cells.bash, writes
@@ -219,6 +227,6 @@ while shell_alive; do
     if [[ -n $over ]]; then discard; fi
   fi
   if [[ -n $portable ]]; then
-    if (( ${#reported[@]} )); then pause 0.1; elif ! shell_idle; then pause 0.15; else pause 0.2; fi
-  elif (( ${#reported[@]} )) || ! shell_idle; then pause 0.05; else pause 0.2; fi
+    if (( ${#reported[@]} )); then pause 0.1; elif ! shell_idle; then pause 0.15; else pause "$idle_wait"; fi
+  elif (( ${#reported[@]} )) || ! shell_idle; then pause 0.05; else pause "$idle_wait"; fi
 done
