@@ -219,7 +219,7 @@ def descendants(pid: int) -> set[int]:
 
 #: The mark of this test pass (.ci/run gives each pass its own), which every
 #: process it starts carries in its environment, through kernels, shells
-#: and the test sshd's sessions: markers (sleep 1000.42) are looked for
+#: and the test sshd's sessions: markers (sleep 1000.NN) are looked for
 #: among this pass's processes only, as passes run side by side.
 RUN_MARK = (f"SHELL_KERNEL_TEST_RUN={os.environ['SHELL_KERNEL_TEST_RUN']}".encode()
             if os.environ.get("SHELL_KERNEL_TEST_RUN") else None)
@@ -227,7 +227,7 @@ RUN_MARK = (f"SHELL_KERNEL_TEST_RUN={os.environ['SHELL_KERNEL_TEST_RUN']}".encod
 
 def pids_matching(text: str) -> list[int]:
     """Live processes of this pass whose command line contains text, not as
-    part of a longer number (markers like 1000.42 must not match 1000.4242)."""
+    part of a longer number (markers like 1000.5 must not match 1000.55)."""
     pattern = re.compile(r"(?<![\d.])" + re.escape(text) + r"(?!\d)")
     pids = []
     for entry in os.listdir("/proc"):

@@ -124,12 +124,12 @@ def test_spool_stays_bounded_while_no_kernel_is_attached(host):
     shaped = host()
     kernel = shaped.kernel("--output-limit-mb", "1")
     state, _ = remote_state(kernel)
-    msg_id = kernel.start("sleep 1; head -c 100000000 /dev/zero | tr '\\0' z; echo; exit 7")
+    msg_id = kernel.start("sleep 1; head -c 100000017 /dev/zero | tr '\\0' z; echo; exit 7")
     time.sleep(0.3)
     away = keys_away(shaped.server)
     shaped.server.kill_sessions()
-    assert wait_until(lambda: pids_matching("100000000"), timeout=10)
-    assert wait_until(lambda: not pids_matching("100000000"), timeout=60)
+    assert wait_until(lambda: pids_matching("100000017"), timeout=10)
+    assert wait_until(lambda: not pids_matching("100000017"), timeout=60)
     time.sleep(0.5)  # the last bytes reach the spool
     spooled = spooled_bytes(state)
     assert 0 < spooled < 50_000_000  # the newest 16 MB of each stream, in files of 4 to 8 MB
@@ -289,11 +289,11 @@ def test_a_durable_start_that_fails_removes_what_it_launched(host, tmp_path):
     tmpdir = tmp_path / "remote-tmp"
     tmpdir.mkdir()
     # A login that never gets ready: the shell is launched, then given up on.
-    shaped = host(TMPDIR=str(tmpdir), PROMPT_COMMAND="sleep 1000.93")
+    shaped = host(TMPDIR=str(tmpdir), PROMPT_COMMAND="sleep 1000.932")
     kernel = shaped.kernel("--start-timeout", "3")
     execution = kernel.run("echo never", timeout=60)
     assert execution.status == "error"
-    assert wait_until(lambda: not pids_matching("1000.93"), timeout=15)
+    assert wait_until(lambda: not pids_matching("1000.932"), timeout=15)
     assert wait_until(lambda: not left_in(tmpdir), timeout=5)
 
 

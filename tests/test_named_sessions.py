@@ -123,8 +123,8 @@ def test_output_shown_before_a_sigkill_is_never_caught_up_again(named_anywhere):
 def test_the_stop_button_interrupts_the_cell_a_new_kernel_waits_for(named):
     first = named("waited")
     shell_pid = first.ok("echo $$").strip()
-    first.start("sleep 1000.91")
-    assert wait_until(lambda: pids_matching("1000.91"))
+    first.start("sleep 1000.917")
+    assert wait_until(lambda: pids_matching("1000.917"))
     os.kill(first.pid, signal.SIGKILL)
 
     second = named("waited")
@@ -134,7 +134,7 @@ def test_the_stop_button_interrupts_the_cell_a_new_kernel_waits_for(named):
     execution = second.collect(msg_id)
     assert execution.reply["content"]["ename"] == "KeyboardInterrupt"
     assert "never" not in execution.stdout
-    assert wait_until(lambda: not pids_matching("1000.91"))
+    assert wait_until(lambda: not pids_matching("1000.917"))
     assert second.ok("echo $$").strip() == shell_pid
 
 
@@ -166,7 +166,7 @@ def test_a_cell_that_ended_after_a_shutdown_reports_its_real_status(named, host,
 def test_sessions_are_listed_and_killed(named, host):
     kernel = named("listed")
     shell_pid = int(kernel.ok("echo $$"))
-    kernel.ok("sleep 1000.81 &")
+    kernel.ok("sleep 1000.812 &")
     msg_id = kernel.start("sleep 30")
     time.sleep(0.5)
     listing = sessions_cli(host)
@@ -182,7 +182,7 @@ def test_sessions_are_listed_and_killed(named, host):
     assert killed.returncode == 0, killed.stderr
     assert wait_until(lambda: not os.path.exists(f"/proc/{shell_pid}"))
     assert not (host.sessions_dir / "listed").exists()
-    assert not pids_matching("1000.81")
+    assert not pids_matching("1000.812")
     assert sessions_cli(host, "--kill", "listed").returncode == 1
 
 
