@@ -89,8 +89,8 @@ def test_no_fd_or_file_leak_over_thousands_of_cells(start_kernel):
     after = (open_fds(kernel.pid), open_fds(shell_pid))
     assert after[0] <= before[0] + 2 and after[1] == before[1], (before, after)
     [state] = list(Path(kernel.tmpdir).glob("shell_kernel.*"))
-    # The prompt terminal's path and the askpass helper (see prompts.bash), and
-    # the shell's start time (for reap.sh), are written once; nothing grows
-    # with the cells.
+    # The prompt terminal's path, the askpass helper and the FIFO the watcher
+    # waits on between cells (see prompts.bash), and the shell's start time
+    # (for reap.sh), are written once; nothing grows with the cells.
     assert sorted(p.name for p in state.iterdir()) == ["jobs", "shell.start", "sk-askpass",
-                                                       "status", "tty"]
+                                                       "status", "tty", "wake"]

@@ -92,7 +92,8 @@ __shell_kernel_resume() {
   # (prompts.bash): a line, unless one waits there already, so that it never
   # fills (a watcher gone would leave this shell blocked on a full FIFO).
   if [[ -p $__shell_kernel_dir/wake ]] && (( BASH_VERSINFO[0] >= 4 )); then
-    { builtin read -r -t 0 || builtin printf '\n' >&0; } 0<>"$__shell_kernel_dir/wake" 2>/dev/null
+    { { builtin read -r -t 0 || builtin printf '\n' >&0; } 0<>"$__shell_kernel_dir/wake"; } \
+      2>/dev/null || builtin true
   fi
   if [[ -n ${1-} && -n ${__shell_kernel_named-} ]]; then
     __shell_kernel_now
