@@ -91,6 +91,7 @@ __shell_kernel_resume() {
   # Wake the prompt watcher, which waits on this FIFO between cells
   # (prompts.bash): a line, unless one waits there already, so that it never
   # fills (a watcher gone would leave this shell blocked on a full FIFO).
+  # Bash 3.2 has no `read -t 0` to ask with (its watcher makes no FIFO).
   if [[ -p $__shell_kernel_dir/wake ]] && (( BASH_VERSINFO[0] >= 4 )); then
     { { builtin read -r -t 0 || builtin printf '\n' >&0; } 0<>"$__shell_kernel_dir/wake"; } \
       2>/dev/null || builtin true
