@@ -149,6 +149,15 @@ def test_a_program_waiting_on_the_network_is_not_a_prompt(kernel):
     assert execution.stdout == "status 124\n"
 
 
+def parent_of(pid: str) -> str | None:
+    """PID's parent, from /proc (None once PID is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[1]
+
+
 def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
     """Between cells the prompt watcher waits on its FIFO, not looking at a
     shell that waits for commands five times a second; a cell's start wakes
@@ -157,8 +166,11 @@ def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
     never more. (Bash 3.2's read -t takes whole seconds: its watcher pauses
     by sleep, which nothing wakes, and looks every 0.2 s between cells.)"""
     shell, state_dir, bash = kernel.ok('echo "$$ $__shell_kernel_dir $BASH_VERSINFO"').split()
-    watchers = [path.parent.name for path in Path("/proc").glob("[0-9]*/cmdline")
-                if path.read_bytes().split(b"\0")[-3:-1] == [shell.encode(), state_dir.encode()]]
+    # The watcher's arguments end with the shell's pid and state directory; a
+    # subshell it forks (the portable detector's `ps | awk`) has them too.
+    matching = {path.parent.name for path in Path("/proc").glob("[0-9]*/cmdline")
+                if path.read_bytes().split(b"\0")[-3:-1] == [shell.encode(), state_dir.encode()]}
+    watchers = [pid for pid in matching if (parent := parent_of(pid)) and parent not in matching]
     assert len(watchers) == 1
 
     def reads() -> int:
