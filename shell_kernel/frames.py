@@ -321,9 +321,12 @@ class TtyNoiseFilter:
     bytes pass straight through.
     """
 
+    #: The message, any shell's: compiled once, not per shell (a fleet starts hundreds).
+    _LINE = re.compile(rb"bash: \[(\d+): \d+(?: \(\d+\))?\] tcsetattr: [^\n]*\n")
+
     def __init__(self, shell_pid: int):
         self._prefix = b"bash: [%d: " % shell_pid
-        self._line = re.compile(rb"bash: \[%d: \d+(?: \(\d+\))?\] tcsetattr: [^\n]*\n" % shell_pid)
+        self._pid = b"%d" % shell_pid
         self._held = b""
 
     def feed(self, data: bytes) -> bytes:
@@ -342,7 +345,8 @@ class TtyNoiseFilter:
                 else:
                     out += line
                 break
-            if not self._line.fullmatch(line):
+            noise = self._LINE.fullmatch(line)
+            if noise is None or noise.group(1) != self._pid:
                 out += line
             pos = nl + 1
         return bytes(out)
