@@ -303,6 +303,57 @@ def floor_run(hosts: Hosts, n: int) -> dict:
     return result
 
 
+# The floor with this product's host side: each host's shell gets the bytes
+# a `run --hosts` session sends it (the login bash, the session script, the
+# provenance cell, the five cells, the close) all at once, on a bare paramiko
+# connection per thread. What the host must do for a session, with a runner
+# that costs next to nothing: the least a session engine could take.
+SESSION_FLOOR_CODE = """
+import secrets, shlex, sys, threading
+from shell_kernel import protocol, provenance
+from shell_kernel.backends import bash_argv
+from shell_kernel.backends.ssh.connect import connect
+from shell_kernel.backends.ssh.target import resolve
+names, config, steps = sys.argv[1].split(","), sys.argv[2], sys.argv[3:]
+token = secrets.token_hex(8)
+cells = [provenance.PROBE, *steps]
+data = (protocol.bootstrap_lines(protocol.session_script(token, queries=False))
+        + protocol.stdin_line(None)
+        + b"".join(protocol.eval_lines(protocol.prepare_cell(cell).source, seq)
+                   for seq, cell in enumerate(cells, 1))
+        + protocol.close_line(secrets.token_hex(8)))
+command = ("exec " + shlex.join(bash_argv("bash", clean=False, completion=False))).encode()
+last_ended = b"\\x1f%s\\x1fend\\x1f%d\\x1f0\\x1f" % (token.encode(), len(cells))
+ok = []
+def one(name):
+    clients = connect(resolve(name, config))
+    channel = clients[-1].get_transport().open_session()
+    channel.exec_command(command)
+    channel.sendall(data)
+    channel.shutdown_write()
+    out = b""
+    while chunk := channel.recv(65536):
+        out += chunk
+    channel.recv_exit_status()
+    if last_ended in out:
+        ok.append(name)
+    for client in clients:
+        client.close()
+threads = [threading.Thread(target=one, args=(name,)) for name in names]
+for thread in threads: thread.start()
+for thread in threads: thread.join()
+print("ok", len(ok))
+"""
+
+
+def session_floor_run(hosts: Hosts, n: int) -> dict:
+    result = measure([sys.executable, "-c", SESSION_FLOOR_CODE, ",".join(hosts.names[:n]),
+                      hosts.config, *STEPS], hosts)
+    words = result["output_tail"].split()
+    result["ok_hosts"] = int(words[-1]) if words[-2:-1] == ["ok"] else 0
+    return result
+
+
 PSSH_CODE = """
 import sys
 from pssh.clients import ParallelSSHClient
@@ -433,8 +484,8 @@ def main(argv: list[str] | None = None) -> int:
                              "an older commit), in turns with this one: 'shell_kernel (old)'")
     parser.add_argument("--only", default=None,
                         help="comma-separated contenders to run: a name, or its start before "
-                             "' (' (shell_kernel,parallel-ssh,floor: the first also takes "
-                             "'shell_kernel (old)', not 'shell_kernel --durable')")
+                             "' (' (shell_kernel,parallel-ssh,floor,session floor: the first "
+                             "also takes 'shell_kernel (old)', not 'shell_kernel --durable')")
     parser.add_argument("--out", type=Path, default=HERE / "README.md")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "fleet.json")
     args = parser.parse_args(argv)
@@ -456,6 +507,9 @@ def main(argv: list[str] | None = None) -> int:
                                                                            code=args.old)
                 if pssh_available:
                     turns["parallel-ssh (pool = jobs)"] = lambda: pssh_run(hosts, n, jobs)
+                if jobs == n:
+                    turns["session floor (paramiko threads, a session's bytes at once)"] = \
+                        lambda: session_floor_run(hosts, n)
                 medians: dict = {}
 
                 def taking_turns(name: str, turns=turns, medians=medians) -> dict:
