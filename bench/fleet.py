@@ -272,58 +272,25 @@ def naive_run(hosts: Hosts, nb: Path, n: int, work: Path, prefix: Path) -> dict:
 
 
 FLOOR_CODE = """
-import resource, sys, threading, time
-from shell_kernel.backends.ssh.connect import connect
-from shell_kernel.backends.ssh.target import resolve
-names, config, command = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
-ok = []
-def one(name):
-    clients = connect(resolve(name, config))
-    channel = clients[-1].get_transport().open_session()
-    channel.exec_command(command)
-    while channel.recv(65536):
-        pass
-    if channel.recv_exit_status() == 0:
-        ok.append(name)
-    for client in clients:
-        client.close()
-threads = [threading.Thread(target=one, args=(name,)) for name in names]
-for thread in threads: thread.start()
-for thread in threads: thread.join()
-print("ok", len(ok))
-"""
-
-
-def floor_run(hosts: Hosts, n: int) -> dict:
-    command = "bash -c " + json.dumps("; ".join(STEPS))
-    result = measure([sys.executable, "-c", FLOOR_CODE, ",".join(hosts.names[:n]),
-                      hosts.config, command], hosts)
-    words = result["output_tail"].split()
-    result["ok_hosts"] = int(words[-1]) if words[-2:-1] == ["ok"] else 0
-    return result
-
-
-# The floor with this product's host side: each host's shell gets the bytes
-# a `run --hosts` session sends it (the login bash, the session script, the
-# provenance cell, the five cells, the close) all at once, on a bare paramiko
-# connection per thread. What the host must do for a session, with a runner
-# that costs next to nothing: the least a session engine could take.
-SESSION_FLOOR_CODE = """
 import secrets, shlex, sys, threading
-from shell_kernel import protocol, provenance
-from shell_kernel.backends import bash_argv
 from shell_kernel.backends.ssh.connect import connect
 from shell_kernel.backends.ssh.target import resolve
-names, config, steps = sys.argv[1].split(","), sys.argv[2], sys.argv[3:]
-token = secrets.token_hex(8)
-cells = [provenance.PROBE, *steps]
-data = (protocol.bootstrap_lines(protocol.session_script(token, queries=False))
-        + protocol.stdin_line(None)
-        + b"".join(protocol.eval_lines(protocol.prepare_cell(cell).source, seq)
-                   for seq, cell in enumerate(cells, 1))
-        + protocol.close_line(secrets.token_hex(8)))
-command = ("exec " + shlex.join(bash_argv("bash", clean=False, completion=False))).encode()
-last_ended = b"\\x1f%s\\x1fend\\x1f%d\\x1f0\\x1f" % (token.encode(), len(cells))
+names, config, command, steps = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4:]
+data, last_ended = b"", None
+if command == "--session":
+    # The session floor: what a `run --hosts` session sends its shell (the
+    # session script, the provenance cell, the cells, the close), at once.
+    from shell_kernel import protocol, provenance
+    from shell_kernel.backends import bash_argv
+    token = secrets.token_hex(8)
+    cells = [provenance.PROBE, *steps]
+    data = (protocol.bootstrap_lines(protocol.session_script(token, queries=False))
+            + protocol.stdin_line(None)
+            + b"".join(protocol.eval_lines(protocol.prepare_cell(cell).source, seq)
+                       for seq, cell in enumerate(cells, 1))
+            + protocol.close_line(secrets.token_hex(8)))
+    command = "exec " + shlex.join(bash_argv("bash", clean=False, completion=False))
+    last_ended = b"\\x1f%s\\x1fend\\x1f%d\\x1f0\\x1f" % (token.encode(), len(cells))
 ok = []
 def one(name):
     clients = connect(resolve(name, config))
@@ -334,8 +301,8 @@ def one(name):
     out = b""
     while chunk := channel.recv(65536):
         out += chunk
-    channel.recv_exit_status()
-    if last_ended in out:
+    status = channel.recv_exit_status()
+    if (last_ended in out) if last_ended else status == 0:
         ok.append(name)
     for client in clients:
         client.close()
@@ -346,9 +313,16 @@ print("ok", len(ok))
 """
 
 
-def session_floor_run(hosts: Hosts, n: int) -> dict:
-    result = measure([sys.executable, "-c", SESSION_FLOOR_CODE, ",".join(hosts.names[:n]),
-                      hosts.config, *STEPS], hosts)
+def floor_run(hosts: Hosts, n: int, session: bool = False) -> dict:
+    """The floor: a thread and a bare paramiko connection per host, running the
+    five commands in one `bash -c`. session: the session floor, the same with
+    this product's host side: each host's shell gets the bytes a `run --hosts`
+    session sends it (the login bash, the session script, the provenance cell,
+    the five cells, the close), all at once: what the host must do for a
+    session, with a runner that costs next to nothing."""
+    command = "--session" if session else "bash -c " + json.dumps("; ".join(STEPS))
+    result = measure([sys.executable, "-c", FLOOR_CODE, ",".join(hosts.names[:n]),
+                      hosts.config, command, *STEPS], hosts)
     words = result["output_tail"].split()
     result["ok_hosts"] = int(words[-1]) if words[-2:-1] == ["ok"] else 0
     return result
@@ -509,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
                     turns["parallel-ssh (pool = jobs)"] = lambda: pssh_run(hosts, n, jobs)
                 if jobs == n:
                     turns["session floor (paramiko threads, a session's bytes at once)"] = \
-                        lambda: session_floor_run(hosts, n)
+                        lambda: floor_run(hosts, n, session=True)
                 medians: dict = {}
 
                 def taking_turns(name: str, turns=turns, medians=medians) -> dict:
