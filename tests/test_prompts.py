@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness import wait_until
+from shell_kernel.testing.processes import process_table
 from test_prompt_input import timed_out
 
 SECRET = "s3cr3t-Ans-42"
@@ -149,15 +150,6 @@ def test_a_program_waiting_on_the_network_is_not_a_prompt(kernel):
     assert execution.stdout == "status 124\n"
 
 
-def parent_of(pid: str) -> str | None:
-    """PID's parent, from /proc (None once PID is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[1]
-
-
 def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
     """Between cells the prompt watcher waits on its FIFO, not looking at a
     shell that waits for commands five times a second; a cell's start wakes
@@ -168,9 +160,10 @@ def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
     shell, state_dir, bash = kernel.ok('echo "$$ $__shell_kernel_dir $BASH_VERSINFO"').split()
     # The watcher's arguments end with the shell's pid and state directory; a
     # subshell it forks (the portable detector's `ps | awk`) has them too.
-    matching = {path.parent.name for path in Path("/proc").glob("[0-9]*/cmdline")
+    matching = {int(path.parent.name) for path in Path("/proc").glob("[0-9]*/cmdline")
                 if path.read_bytes().split(b"\0")[-3:-1] == [shell.encode(), state_dir.encode()]}
-    watchers = [pid for pid in matching if (parent := parent_of(pid)) and parent not in matching]
+    table = process_table()
+    watchers = [pid for pid in matching if pid in table and table[pid][0] not in matching]
     assert len(watchers) == 1
 
     def reads() -> int:
