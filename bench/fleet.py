@@ -282,6 +282,7 @@ if command == "--session":
     # session script, the provenance cell, the cells, the close), at once.
     from shell_kernel import protocol, provenance
     from shell_kernel.backends import bash_argv
+    from shell_kernel.frames import FIELD_SEP
     token = secrets.token_hex(8)
     cells = [provenance.PROBE, *steps]
     data = (protocol.bootstrap_lines(protocol.session_script(token, queries=False))
@@ -290,7 +291,8 @@ if command == "--session":
                        for seq, cell in enumerate(cells, 1))
             + protocol.close_line(secrets.token_hex(8)))
     command = "exec " + shlex.join(bash_argv("bash", clean=False, completion=False))
-    last_ended = b"\\x1f%s\\x1fend\\x1f%d\\x1f0\\x1f" % (token.encode(), len(cells))
+    # The last cell's end frame, exit status 0.
+    last_ended = FIELD_SEP.join([b"", token.encode(), b"end", b"%d" % len(cells), b"0", b""])
 ok = []
 def one(name):
     clients = connect(resolve(name, config))
