@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from . import provenance
+from . import notebook_json, provenance
 from .config import KernelConfig
 from .failure import cell_error
 from .fleet_drift import fingerprint, own_names
@@ -381,7 +381,7 @@ class Fleet:
                 return
 
     def _save(self, run: HostRun, nb) -> None:
-        from nbformat.v4 import writes_json
+        """Write the host's notebook (nb, the host's own copy: changed on the way)."""
         kernelspec = (nb.metadata.get("kernelspec") or {}).get("name")
         nb.metadata[METADATA_KEY] = {
             **provenance.record(run.host.name, kernelspec, run.probed, run.started_at),
@@ -395,7 +395,7 @@ class Fleet:
         # The notebook was validated when read, and its outputs are made here
         # in the schema's shape: nbformat.write would validate it again, per host.
         try:
-            run.notebook_path = write_file(path, writes_json(nb) + "\n")
+            run.notebook_path = write_file(path, notebook_json.writes(nb) + "\n")
         except OSError as err:
             run.status, run.error = FAILED, f"its notebook could not be saved: {err}"
 
