@@ -48,8 +48,9 @@ def normalizer(names: list[str]):
         return lambda text: text
     # No regex at all for text that holds none of the names (most cells'); a
     # host's regex made once, at its first cell that needs it.
-    return lambda text: (_names_pattern(tuple(names)).sub(PLACEHOLDER, text)
-                         if any(name in text for name in names) else text)
+    key = tuple(names)
+    return lambda text: (_names_pattern(key).sub(PLACEHOLDER, text)
+                         if any(name in text for name in key) else text)
 
 
 @functools.lru_cache(maxsize=1024)
