@@ -75,8 +75,10 @@ THREADS = (
                "as it starts, restarts or reattaches it; pushes each job's outcome (IoDone), "
                "a reconnect's progress (Notice) and success (Reattached, LossMended), and asks "
                "the pump to change the shell's state (KeeperChange)"),
-    ThreadKind("shell-kernel-sweep", SESSIONS,
-               "Backend.sweep, once per started shell",
+    ThreadKind("shell-kernel-sweep", (SSH_EPHEMERAL,),
+               "Backend.sweeper's sweep, once per started shell that has one to do (an "
+               "ephemeral SSH shell with its side shell open: a fleet's have none, a durable "
+               "shell's launch.sh sweeps, a local kernel cleans up after its own shells)",
                "nothing of the session"),
     ThreadKind("shell-kernel-ssh-keepalive", EVERY_SSH,
                "ServerAliveInterval/CountMax, one per connection",

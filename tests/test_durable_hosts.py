@@ -298,11 +298,13 @@ def test_a_durable_start_that_fails_removes_what_it_launched(host, tmp_path):
 
 
 # ------------------------------------------------- what a lost host left behind
-def test_the_next_session_removes_only_state_directories_proved_dead(host, tmp_path):
+@pytest.mark.parametrize("kind", [[], ["--ephemeral"]], ids=["durable", "ephemeral"])
+def test_the_next_session_removes_only_state_directories_proved_dead(host, tmp_path, kind):
     """A host down for longer than the kernel's 5 s of retries keeps the lost
     shell's state directory. The next session there removes this user's
     directories whose recorded processes are gone (pid and start no longer
-    match) and unchanged for a day, and nothing else."""
+    match) and unchanged for a day, and nothing else: a durable one as
+    launch.sh starts its shell, an ephemeral one through its side shell."""
     tmpdir = tmp_path / "remote tmp"
     tmpdir.mkdir()
     alive = subprocess.Popen(["sleep", "1000.941"])
@@ -339,7 +341,7 @@ def test_the_next_session_removes_only_state_directories_proved_dead(host, tmp_p
         (named / "old").mkdir(mode=0o700)
         (named / "old" / "wrapper.pid").write_text(reused)  # a named session's: its own rules
 
-        kernel = host(TMPDIR=str(tmpdir)).kernel()
+        kernel = host(TMPDIR=str(tmpdir)).kernel(*kind)
         state, _ = remote_state(kernel)
         assert wait_until(lambda: not (tmpdir / "shell_kernel.lost-shell").exists()
                           and not (tmpdir / "shell_kernel.lost-durable").exists(), timeout=30)

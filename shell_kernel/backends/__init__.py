@@ -191,12 +191,15 @@ class Backend(abc.ABC):
         terminal is gone. Raises BackendError when the host cannot give one."""
         raise BackendError(f"the {self.capabilities.description} backend has no terminals")
 
-    def sweep(self) -> None:
-        """Remove what sessions lost with their host left there (state
+    def sweeper(self) -> Callable[[], None] | None:
+        """What removes what sessions lost with their host left there (state
         directories whose processes are provably gone: shell/launch.sh
-        sweep), once the shell is up and has restored what it was to restore
-        from a lost shell's directory. Never raises; nothing to do where the
-        kernel cleans up after its own shells (locally)."""
+        sweep), to run once the shell is up and has restored what it was to
+        restore from a lost shell's directory; it may block, and never
+        raises. None where there is nothing to do (a thread started for
+        nothing is a fleet's cost a host): here, where the kernel cleans up
+        after its own shells (locally)."""
+        return None
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -317,11 +320,17 @@ class Contained:
                       on_output: Callable[[bytes], None]) -> "Terminal":
         return self._call("open_terminal", script, args, on_output)
 
-    def sweep(self) -> None:
-        try:
-            self._call("sweep")
-        except BackendError as err:
-            log.info("the sweep failed: %s", err)
+    def sweeper(self) -> Callable[[], None] | None:
+        sweep = self._call("sweeper")
+        if sweep is None:
+            return None
+
+        def contained() -> None:
+            try:
+                sweep()
+            except Exception as err:  # noqa: BLE001 - never raises (see Backend.sweeper)
+                log.info("the sweep failed: %s", describe_error(err))
+        return contained
 
     def close(self) -> None:
         self._call("close")

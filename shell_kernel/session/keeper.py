@@ -226,7 +226,8 @@ class Keeper:
         self.info = ShellInfo(ready.pid or 0, ready.bash_version, ready.state_dir, ready.restored)
         log.info("shell ready: pid %s, bash %s, state dir %s",
                  self.info.pid, self.info.bash_version, self.info.state_dir)
-        threading.Thread(target=backend.sweep, name="shell-kernel-sweep", daemon=True).start()
+        if (sweep := backend.sweeper()) is not None:
+            threading.Thread(target=sweep, name="shell-kernel-sweep", daemon=True).start()
         self.token = token
         self.open_input()
         return self.info

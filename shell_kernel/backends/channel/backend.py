@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import logging
+from typing import Callable
 
 from ...shell import script
 from .. import Backend, BackendError, CellsHeard, ExitCallback, OutputCallback, SideResult, Started
@@ -81,12 +82,15 @@ class ChannelBackend(Backend):
         self._connect()
         return self._shell.reattach()
 
-    def sweep(self) -> None:
+    def sweeper(self) -> Callable[[], None] | None:
         # A durable shell's launch.sh swept as it launched or opened it. A side
         # shell is not opened for this alone (a fleet's hosts have none): the
         # sessions that open one, and every durable one, sweep often enough.
         if isinstance(self._shell, DurableShell) or not self._side.is_open():
-            return
+            return None
+        return self._sweep
+
+    def _sweep(self) -> None:
         try:
             self.side_command(LAUNCH_SCRIPT, ["sweep"], timeout=LAUNCH_TIMEOUT)
         except BackendError as err:
