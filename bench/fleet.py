@@ -108,7 +108,8 @@ class Hosts:
 # ------------------------------------------------------------- measuring
 def measure(argv: list, hosts: Hosts, env: dict | None = None, cwd: str | None = None,
             finish=None) -> dict:
-    """Run argv to its end: wall, CPU, peak RSS (the process and its tree,
+    """Run argv to its end: wall, CPU (and its user part), the context
+    switches of all its threads, peak RSS (the process and its tree,
     sampled every 50 ms: rusage's ru_maxrss would count the benchmark's own
     RSS at fork), status. `finish` runs after it, before the host side is
     measured (e.g. to end what the run left on purpose)."""
@@ -146,6 +147,7 @@ def measure(argv: list, hosts: Hosts, env: dict | None = None, cwd: str | None =
         finish()
     left = hosts.leftovers()
     return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            "user_s": round(usage.ru_utime, 3), "context_switches": usage.ru_nvcsw + usage.ru_nivcsw,
             "peak_rss_mb": round(peak[0] / 2**20, 1),
             "tree_peak_rss_mb": round(tree_peak[0] / 2**20, 1),
             "host_cpu_s": round(hosts.host_cpu() - cpu_before, 3),
