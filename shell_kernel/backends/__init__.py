@@ -278,8 +278,11 @@ class Contained:
         return self.backend.capabilities
 
     def _call(self, verb: str, *args, **kwargs):
+        return self._contain(verb, getattr(self.backend, verb), *args, **kwargs)
+
+    def _contain(self, verb: str, function: Callable, *args, **kwargs):
         try:
-            return getattr(self.backend, verb)(*args, **kwargs)
+            return function(*args, **kwargs)
         except BackendError:
             raise
         except Exception as err:  # noqa: BLE001 - contained: becomes the session's error path
@@ -321,15 +324,20 @@ class Contained:
         return self._call("open_terminal", script, args, on_output)
 
     def sweeper(self) -> Callable[[], None] | None:
-        sweep = self._call("sweeper")
+        """As Backend.sweeper, and neither it nor its sweep raises."""
+        try:
+            sweep = self._call("sweeper")
+        except BackendError as err:
+            log.info("no sweep: %s", err)
+            return None
         if sweep is None:
             return None
 
         def contained() -> None:
             try:
-                sweep()
-            except Exception as err:  # noqa: BLE001 - never raises (see Backend.sweeper)
-                log.info("the sweep failed: %s", describe_error(err))
+                self._contain("sweep", sweep)
+            except BackendError as err:
+                log.info("the sweep failed: %s", err)
         return contained
 
     def close(self) -> None:

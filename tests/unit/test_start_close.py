@@ -4,6 +4,7 @@ and the backend it made is closed, never left running."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -64,3 +65,43 @@ def test_a_close_during_a_start_closes_the_shell_it_starts():
     assert not thread.is_alive() and not closer.is_alive()
     assert box.get("error") == SHUTTING_DOWN
     assert made[0].closed
+
+
+class Sweeping(FakeShell):
+    """A shell with a sweep to do, which fails as `failing` says."""
+
+    def __init__(self, failing: str, swept: threading.Event):
+        super().__init__()
+        self._failing, self._swept = failing, swept
+
+    def sweeper(self):
+        if self._failing == "sweeper":
+            raise RuntimeError("a bug in sweeper()")
+        return self._sweep
+
+    def _sweep(self) -> None:
+        self._swept.set()
+        if self._failing == "sweep":
+            raise RuntimeError("a bug in the sweep")
+
+
+@pytest.mark.parametrize("failing", ["nothing", "sweeper", "sweep"])
+def test_a_sweep_runs_on_a_thread_of_its_own_and_its_failure_is_only_logged(failing, caplog):
+    caplog.set_level(logging.INFO, logger="shell_kernel")
+    swept = threading.Event()
+    session = ShellSession(lambda: Sweeping(failing, swept), lambda n, t: None)
+    try:
+        session.start()
+        assert session.run("echo ok").exit_code == 0
+        if failing == "sweeper":
+            assert not swept.is_set()  # (no sweep to run: nothing could set it later)
+        else:
+            assert swept.wait(10)
+    finally:
+        session.close()
+    if failing != "nothing":
+        deadline = time.monotonic() + 10
+        while not any(f"a bug in {'sweeper()' if failing == 'sweeper' else 'the sweep'}"
+                      in record.getMessage() + str(record.exc_info) for record in caplog.records):
+            assert time.monotonic() < deadline, "the failure was not logged"
+            time.sleep(0.01)
