@@ -192,13 +192,13 @@ class Backend(abc.ABC):
         raise BackendError(f"the {self.capabilities.description} backend has no terminals")
 
     def sweeper(self) -> Callable[[], None] | None:
-        """What removes what sessions lost with their host left there (state
-        directories whose processes are provably gone: shell/launch.sh
-        sweep), to run once the shell is up and has restored what it was to
-        restore from a lost shell's directory; it may block, and never
-        raises. None where there is nothing to do (a thread started for
-        nothing is a fleet's cost a host): here, where the kernel cleans up
-        after its own shells (locally)."""
+        """The sweep, which removes what sessions lost with their host left
+        there (state directories whose processes are provably gone:
+        shell/launch.sh sweep), to run once the shell is up and has restored
+        what it was to restore from a lost shell's directory; it may block,
+        and never raises. None where there is nothing to sweep, so that no
+        thread starts for nothing (one a host in a fleet): here, where the
+        kernel cleans up after its own shells (locally)."""
         return None
 
     @abc.abstractmethod
