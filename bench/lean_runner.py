@@ -191,8 +191,9 @@ def threads(name: str, config: str, nb, pump_on: str, sends_on: str, reader_on: 
 
     if reader_on == "paramiko":
         # paramiko's thread puts the data on the queue as it arrives; the
-        # window is given back at once (a benchmark's shortcut: the engine
-        # would give it back as the pump took the data).
+        # window is given back at once, and a channel that closes mid-cell
+        # is not noticed (a benchmark's shortcuts: the engine would give the
+        # window back as the pump took the data, and hear of the close).
         channel = host.channel
         for stream, buffer in (("stdout", channel.in_buffer), ("stderr", channel.in_stderr_buffer)):
             def feed(data, stream=stream) -> None:
