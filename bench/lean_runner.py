@@ -22,20 +22,16 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import queue
 import secrets
 import shlex
-import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
 
-# As cli.py does for `run --hosts`: jsonschema's optional format checkers
-# cost the start-up a second and check nothing a notebook has.
-for unused_format_checker in ("rfc3987_syntax", "isoduration"):
-    sys.modules.setdefault(unused_format_checker, None)
-os.environ.setdefault("NBFORMAT_VALIDATOR", "jsonschema")
+from shell_kernel.cli import light_notebook_validation
+
+light_notebook_validation()  # as `run --hosts` does
 
 import nbformat  # noqa: E402
 

@@ -298,14 +298,9 @@ def _run_one(args, parameters: dict[str, str]) -> int:
     return run(options)
 
 
-def _run_fleet(args, parameters: dict[str, str]) -> int:
-    import logging
-    from pathlib import Path
-
-    from .fleet_targets import HostsError, hosts_from_inventory, hosts_from_list
-    from .notebook_job import RunError, output_stem
-    from .options import FLEET_OUTPUT_LIMIT_MB
-
+def light_notebook_validation() -> None:
+    """Before nbformat is imported, for a process that checks a notebook once
+    and then starts many hosts (`run --hosts`, bench/lean_runner.py)."""
     # nbformat validates with jsonschema, which imports rfc3987_syntax where it
     # is installed (jupyter-events requires it): 1.5-2.5 s of CPU building a
     # grammar, most of the runner's start-up, for IRI formats that no notebook
@@ -319,6 +314,17 @@ def _run_fleet(args, parameters: dict[str, str]) -> int:
     # before the first host starts, to check one notebook once, where jsonschema
     # takes 2-3 ms. (A user's own choice stands.)
     os.environ.setdefault("NBFORMAT_VALIDATOR", "jsonschema")
+
+
+def _run_fleet(args, parameters: dict[str, str]) -> int:
+    import logging
+    from pathlib import Path
+
+    from .fleet_targets import HostsError, hosts_from_inventory, hosts_from_list
+    from .notebook_job import RunError, output_stem
+    from .options import FLEET_OUTPUT_LIMIT_MB
+
+    light_notebook_validation()
 
     for flag, value in (("-o", args.output), ("--kernel", args.kernel), ("--cwd", args.cwd)):
         if value is not None:
