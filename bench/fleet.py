@@ -26,8 +26,8 @@ with jobs (forks) = N and = 10:
 Measured per run: wall time; CPU seconds of the runner (its rusage, which
 includes the processes it waited for: ansible's forks and ssh clients); CPU
 seconds on the host side (the sshd listener's reaped children); peak RSS
-(the largest single process, from rusage, and the sampled sum over the
-runner's process tree); hosts ok; processes or files left on the hosts.
+(the runner's process, and the sum over its process tree, both sampled:
+see measure()); hosts ok; processes or files left on the hosts.
 shell_kernel's default form and the floor run --repeat times per row, and
 the run with the median wall time is reported (with the range). Raw numbers:
 bench/results/fleet.json; the table: the FLEET section of --out.
@@ -106,12 +106,18 @@ class Hosts:
 
 
 # ------------------------------------------------------------- measuring
+#: How often the runner's RSS is read, and what share of a CPU the walk of its
+#: process tree may take (see measure()).
+SAMPLE_S = 0.05
+SAMPLER_SHARE = 0.02
+
+
 def measure(argv: list, hosts: Hosts, env: dict | None = None, cwd: str | None = None,
             finish=None) -> dict:
     """Run argv to its end: wall, CPU (and its user part), the context
-    switches of all its threads, peak RSS (the process and its tree,
-    sampled every 50 ms: rusage's ru_maxrss would count the benchmark's own
-    RSS at fork), status. `finish` runs after it, before the host side is
+    switches of all its threads, peak RSS (the process every 50 ms, its
+    tree as often as costs at most 2% of a CPU: rusage's ru_maxrss would
+    count the benchmark's own RSS at fork), status. `finish` runs after it, before the host side is
     measured (e.g. to end what the run left on purpose)."""
     cpu_before = hosts.host_cpu()
     started = time.perf_counter()
@@ -121,11 +127,21 @@ def measure(argv: list, hosts: Hosts, env: dict | None = None, cwd: str | None =
     done = threading.Event()
 
     def sample() -> None:
+        # The walk of the tree reads a file for each thread of the runner (any
+        # thread may fork): 5-9 ms for a runner of 700 threads, which every
+        # 50 ms took a sixth of a CPU from the run being measured (4% of its
+        # wall, on 2 CPUs), and almost nothing from a runner of one thread.
+        # Its interval stretches so that it costs at most SAMPLER_SHARE of a CPU.
+        walk_due = 0.0
         while not done.is_set():
             own = _rss(proc.pid)
-            total = own + sum(_rss(child) for child in _descendants_of(proc.pid))
-            peak[0], tree_peak[0] = max(peak[0], own), max(tree_peak[0], total)
-            done.wait(0.05)
+            peak[0] = max(peak[0], own)
+            if time.monotonic() >= walk_due:
+                before = time.thread_time()
+                total = own + sum(_rss(child) for child in _descendants_of(proc.pid))
+                tree_peak[0] = max(tree_peak[0], total)
+                walk_due = time.monotonic() + (time.thread_time() - before) / SAMPLER_SHARE
+            done.wait(SAMPLE_S)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -149,7 +165,7 @@ def measure(argv: list, hosts: Hosts, env: dict | None = None, cwd: str | None =
     return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
             "user_s": round(usage.ru_utime, 3), "context_switches": usage.ru_nvcsw + usage.ru_nivcsw,
             "peak_rss_mb": round(peak[0] / 2**20, 1),
-            "tree_peak_rss_mb": round(tree_peak[0] / 2**20, 1),
+            "tree_peak_rss_mb": round(max(peak[0], tree_peak[0]) / 2**20, 1),
             "host_cpu_s": round(hosts.host_cpu() - cpu_before, 3),
             "status": os.waitstatus_to_exitcode(status), "leftovers": left,
             "output_tail": (output[0] if output else b"").decode(errors="replace")[-1500:]}
