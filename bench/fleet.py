@@ -117,8 +117,9 @@ def measure(argv: list, hosts: Hosts, env: dict | None = None, cwd: str | None =
     """Run argv to its end: wall, CPU (and its user part), the context
     switches of all its threads, peak RSS (the process every 50 ms, its
     tree as often as costs at most 2% of a CPU: rusage's ru_maxrss would
-    count the benchmark's own RSS at fork), status. `finish` runs after it, before the host side is
-    measured (e.g. to end what the run left on purpose)."""
+    count the benchmark's own RSS at fork), status. `finish` runs after
+    it, before the host side is measured (e.g. to end what the run left on
+    purpose)."""
     cpu_before = hosts.host_cpu()
     started = time.perf_counter()
     proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE,
