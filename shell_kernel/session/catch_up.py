@@ -25,14 +25,16 @@ def catch_up(attached: Attached, keeper: Keeper, sink: Sink,
     backlog ends there. begin(seq, send, **fields) makes the running cell,
     which the pump has sent with send(cell); finish(cell) retires it.
     Returns the cell, ended."""
-    if attached.last_seq and (attached.running or attached.backlog):
-        sink("stderr", catch_up_header(attached))
+    # The pump shows the line that says what the cell waits for, once it
+    # follows the cell: Stop pressed as it shows then reaches that cell.
+    header = (catch_up_header(attached)
+              if attached.last_seq and (attached.running or attached.backlog) else None)
 
     def send(cell: RunningCell, post_only: bool) -> None:  # the I/O worker (never post_only)
         keeper.backend.open_output()
         keeper.backend.send(protocol.barrier_line(cell.catch_up))
 
-    cell = begin(attached.last_seq, send, catch_up=secrets.token_hex(8))
+    cell = begin(attached.last_seq, send, catch_up=secrets.token_hex(8), notice=header)
     cell.done.wait()
     finish(cell)
     if cell.lost is None and cell.status is not None:

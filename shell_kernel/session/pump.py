@@ -163,6 +163,8 @@ class Pump:
     # -------------------------------------------------------------- requests
     def _on_cell_begun(self, event: CellBegun) -> None:
         self.cell, self._send_cell = event.cell, event.send
+        if event.cell.notice:
+            self._coalescer.add("stderr", event.cell.notice)
         self._send(event.cell, post_only=False)
 
     def _send(self, cell: RunningCell, post_only: bool) -> None:

@@ -121,6 +121,9 @@ class RunningCell:
     #: it ends when the barrier with this nonce has come back on both streams.
     catch_up: str | None = None
     barriers: set = field(default_factory=set)
+    #: A line for its stderr that the pump shows as it takes the cell, before
+    #: anything of it (what a catch-up cell waits for).
+    notice: str | None = None
     #: Asks the user a Prompt and returns the answer (None: end-of-file);
     #: None when nobody can be asked (an automated run). The caller's thread.
     ask: Callable[[Prompt], "str | None"] | None = None

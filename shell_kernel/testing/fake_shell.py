@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from shell_kernel import shell
-from shell_kernel.backends import (Backend, BackendError, Capabilities, CellsHeard, ShellExit,
-                                   SideResult, Started)
+from shell_kernel.backends import (Attached, Backend, BackendError, Capabilities, CellsHeard,
+                                   ShellExit, SideResult, Started)
 
 TOKEN = re.compile(rb"__shell_kernel_token=([0-9a-f]+)")
 CELL = re.compile(rb"^__shell_kernel_resume (?:(?P<seq>\d+) )?(?:fc \$'.*' )?''; builtin eval -- (?P<source>\$'.*') <\S+ >&61 2>&62"
                   rb"; __shell_kernel_whole=\$\?$")
 POST = re.compile(rb"__shell_kernel_post (\d+)(?: \$'.*')?$")
 CLOSE = re.compile(rb"^__shell_kernel_close [0-9a-f]+$")
+BARRIER = re.compile(rb"^builtin printf .* \"\$__shell_kernel_token\" (\S+) >&61 ")
 
 
 def ansi_c_unquote(word: bytes) -> bytes:
@@ -55,9 +56,14 @@ class FakeShell(Backend):
 
     def __init__(self, pid: int = 4242, chunk: int | None = None,
                  on_cell: Callable[[str], CellScript] | None = None, ignores_sigint: bool = False,
-                 side_delay: float = 0.0, durable: bool = False):
+                 side_delay: float = 0.0, durable: bool = False,
+                 attached: Attached | None = None):
         if durable:  # outlives its connection: see cut_at and reattach
             self.capabilities = Capabilities(description="fake durable", can_reattach=True)
+        #: A named session's shell that start() attaches to: its cell
+        #: attached.last_seq still runs if attached.running (until interrupted).
+        self.attached = attached
+        self._barriers: list[str] = []  # barriers that wait for the running cell's end
         self.pid = pid
         #: Every reap.sh call returns this long after it did its work, as on
         #: a loaded host: what it made the shell print is on its way meanwhile.
@@ -106,6 +112,20 @@ class FakeShell(Backend):
         self.emit("stdout", self.frame("end", str(seq), str(status), cwd))
         self.emit("stderr", self.frame("end", str(seq)))
 
+    def end_hung_cell(self, status: int) -> None:
+        """The cell that hangs (a hang script's, or the one an attached
+        session still runs) ends: its end frames, then the barriers that
+        waited for it."""
+        seq, self._hung_seq = self._hung_seq, None
+        self.end_cell(seq, status)
+        self._emit_barriers()
+
+    def _emit_barriers(self) -> None:
+        barriers, self._barriers = self._barriers, []
+        for nonce in barriers:
+            self.emit("stdout", self.frame("barrier", nonce))
+            self.emit("stderr", self.frame("barrier", nonce))
+
     def die(self, ended: ShellExit) -> None:
         if not self._exited.is_set():
             self._exited.set()
@@ -116,7 +136,12 @@ class FakeShell(Backend):
     def start(self, on_output, on_exit) -> Started:
         self._maybe_fail("start")
         self._on_output, self._on_exit = on_output, on_exit
-        return Started()
+        attached = self.attached
+        if attached is None:
+            return Started()
+        self._token = attached.token.encode()
+        self._hung_seq = attached.last_seq if attached.running else None
+        return Started(attached=attached)
 
     def send(self, data: bytes) -> None:
         self._maybe_fail("send")
@@ -143,6 +168,12 @@ class FakeShell(Backend):
                 self.heard = CellsHeard(int(cell.group("seq")), self.heard.posted)
             script = self.on_cell(ansi_c_unquote(cell.group("source")).decode())
             self._pending = script
+            return
+        barrier = BARRIER.match(line)
+        if barrier:  # after what runs, as bash reads it then
+            self._barriers.append(barrier.group(1).decode())
+            if self._hung_seq is None:
+                self._emit_barriers()
             return
         post = POST.search(line)
         if post:
@@ -176,8 +207,7 @@ class FakeShell(Backend):
         self.side_calls.append((mode, signal_name))
         self.side_args.append(list(args))
         if mode == "cell" and self._hung_seq is not None and not self.ignores_sigint:
-            seq, self._hung_seq = self._hung_seq, None
-            self.end_cell(seq, 130)
+            self.end_hung_cell(130)
         if mode == "all" and args[2] == str(self.pid):
             self.die(ShellExit("killed by SIGKILL", 137))
         time.sleep(self.side_delay)
