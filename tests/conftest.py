@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shlex
 import subprocess
 import sys
@@ -12,7 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from harness import KernelHarness
+# Each xdist worker marks what its kernels and sessions start with a mark of
+# its own (RUN.gwN, which .ci/leftovers.py counts as the run's), before
+# harness.py reads it: pids_matching then sees this worker's processes only,
+# not those of the same test's other backend, which `pytest -n 2` (tests dealt
+# one by one, not --dist loadfile) runs on the other worker at the same time
+# with the same marker in its command line.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["SHELL_KERNEL_TEST_RUN"] = ".".join(
+        [os.environ.get("SHELL_KERNEL_TEST_RUN") or secrets.token_hex(8),
+         os.environ["PYTEST_XDIST_WORKER"]])
+
+from harness import KernelHarness  # noqa: E402 - after the mark
 from shell_kernel.testing.sshd import SSHServer
 
 
