@@ -170,7 +170,7 @@ class FakeShell(Backend):
             self._pending = script
             return
         barrier = BARRIER.match(line)
-        if barrier:  # after what runs, as bash reads it then
+        if barrier:  # bash reads it once the running cell ends: its frames wait for that
             self._barriers.append(barrier.group(1).decode())
             if self._hung_seq is None:
                 self._emit_barriers()
