@@ -42,7 +42,8 @@ class ShellSession:
     """One persistent shell and the cells run in it.
 
     The caller's fields: _seq and _query_seq (the numbers of cells and
-    queries), _starting (a start holds the run lock). The current shell is
+    queries), _starting (a start holds the run lock), _running (read by
+    close() when the pump is stuck). The current shell is
     the keeper's, the running cell's progress the pump's.
     """
 
@@ -55,6 +56,7 @@ class ShellSession:
         self._starting = False
         self._seq = 0
         self._query_seq = 0
+        self._running: RunningCell | None = None  # the last cell begun (close() ends it)
         self._events = EventQueue()
         self._keeper = Keeper(backend_factory, self.options, self._events,
                               lambda text: self._sink("stderr", text),
@@ -176,6 +178,7 @@ class ShellSession:
         cell = RunningCell(seq, self._keeper.generation,
                            OutputLimit(self.options.output_limit, self.options.spill_dir),
                            **fields)
+        self._running = cell
         self._events.push(CellBegun(cell, send))
         return cell
 
@@ -285,11 +288,11 @@ class ShellSession:
             self._events.push(Closing(detach=keeper.outlives_kernel))
         self._pump.thread.join(timeout=CLOSE_JOIN_S)
         if self._pump.thread.is_alive():
-            # Stuck in the host's I/O (a fetch from a host gone silent): the
-            # cell's caller still gets its answer. The pump, if it ever comes
-            # back, ends at its Closing.
+            # Stuck (in a frontend's sink, say), before it took the last cell
+            # or while it followed it: that cell's caller still gets its
+            # answer. The pump, if it ever comes back, ends at its Closing.
             log.warning("the pump did not end within %g s of the close", CLOSE_JOIN_S)
-            cell = self._pump.cell
+            cell = self._running
             if cell is not None and not cell.done.is_set():
                 cell.lost = ShellExit("the kernel is shutting down")
                 cell.done.set()

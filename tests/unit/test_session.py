@@ -280,6 +280,35 @@ def test_close_answers_a_cell_whose_pump_is_stuck(monkeypatch):
     release.set()
 
 
+def test_close_answers_a_cell_the_stuck_pump_never_took(monkeypatch):
+    """The same when the pump got stuck before it took the cell: here showing
+    what a background job displayed between cells."""
+    monkeypatch.setattr("shell_kernel.session.core.CLOSE_JOIN_S", 0.5)
+    stuck, release = threading.Event(), threading.Event()
+    shell = FakeShell()
+
+    def display(mime: str, data: bytes, display_id: str) -> None:
+        stuck.set()
+        release.wait(30)
+
+    session = ShellSession(lambda: shell, lambda name, text: None, Options(start_timeout=10),
+                           display)
+    session.start()
+    assert session.run("true").exit_code == 0
+    shell.emit("stdout", shell.display("text/plain", b"x"))  # a background job's, while idle
+    assert stuck.wait(10)
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.setdefault("result", session.run("true")))
+    thread.start()
+    thread.join(0.3)
+    assert thread.is_alive()  # behind the stuck pump
+    session.close()
+    thread.join(20)
+    assert not thread.is_alive(), "the cell never ended"
+    assert "shutting down" in box["result"].shell_lost
+    release.set()
+
+
 def test_interrupt_when_idle_is_harmless(fake):
     h = fake()
     h.session.interrupt()
