@@ -252,61 +252,59 @@ def test_a_display_from_a_silent_host_holds_back_only_what_follows_it():
     host[0].silent.set()
 
 
+class StuckDisplay:
+    """A session whose frontend's display sink never returns (until released)."""
+
+    def __init__(self, monkeypatch):
+        monkeypatch.setattr("shell_kernel.session.core.CLOSE_JOIN_S", 0.5)
+        self.stuck, self.release = threading.Event(), threading.Event()
+        self.shell = FakeShell()
+        self.session = ShellSession(lambda: self.shell, lambda name, text: None,
+                                    Options(start_timeout=10), self.display)
+        self.session.start()
+        self._result: dict = {}
+
+    def display(self, mime: str, data: bytes, display_id: str) -> None:
+        self.stuck.set()
+        self.release.wait(30)
+
+    def run_in_thread(self, code: str) -> threading.Thread:
+        thread = threading.Thread(target=lambda: self._result.setdefault(
+            "result", self.session.run(code)))
+        thread.start()
+        return thread
+
+    def assert_close_answers(self, thread: threading.Thread) -> None:
+        self.session.close()
+        thread.join(20)
+        assert not thread.is_alive(), "the cell never ended"
+        assert "shutting down" in self._result["result"].shell_lost
+        self.release.set()
+
+
 def test_close_answers_a_cell_whose_pump_is_stuck(monkeypatch):
     """Every request gets a reply: a cell still running at close is ended by
     close() itself when the pump cannot take its Closing (stuck, here in the
     frontend's display sink)."""
-    monkeypatch.setattr("shell_kernel.session.core.CLOSE_JOIN_S", 0.5)
-    stuck, release = threading.Event(), threading.Event()
-    shell = FakeShell()
-    shell.on_cell = lambda src: CellScript([("stdout", shell.display("text/plain", b"x"))],
-                                           hang=True)
-
-    def display(mime: str, data: bytes, display_id: str) -> None:
-        stuck.set()
-        release.wait(30)
-
-    session = ShellSession(lambda: shell, lambda name, text: None, Options(start_timeout=10),
-                           display)
-    session.start()
-    box: dict = {}
-    thread = threading.Thread(target=lambda: box.setdefault("result", session.run("display x")))
-    thread.start()
-    assert stuck.wait(10)
-    session.close()
-    thread.join(20)
-    assert not thread.is_alive(), "the cell never ended"
-    assert "shutting down" in box["result"].shell_lost
-    release.set()
+    h = StuckDisplay(monkeypatch)
+    h.shell.on_cell = lambda src: CellScript([("stdout", h.shell.display("text/plain", b"x"))],
+                                             hang=True)
+    thread = h.run_in_thread("display x")
+    assert h.stuck.wait(10)
+    h.assert_close_answers(thread)
 
 
 def test_close_answers_a_cell_the_stuck_pump_never_took(monkeypatch):
     """The same when the pump got stuck before it took the cell: here showing
     what a background job displayed between cells."""
-    monkeypatch.setattr("shell_kernel.session.core.CLOSE_JOIN_S", 0.5)
-    stuck, release = threading.Event(), threading.Event()
-    shell = FakeShell()
-
-    def display(mime: str, data: bytes, display_id: str) -> None:
-        stuck.set()
-        release.wait(30)
-
-    session = ShellSession(lambda: shell, lambda name, text: None, Options(start_timeout=10),
-                           display)
-    session.start()
-    assert session.run("true").exit_code == 0
-    shell.emit("stdout", shell.display("text/plain", b"x"))  # a background job's, while idle
-    assert stuck.wait(10)
-    box: dict = {}
-    thread = threading.Thread(target=lambda: box.setdefault("result", session.run("true")))
-    thread.start()
+    h = StuckDisplay(monkeypatch)
+    assert h.session.run("true").exit_code == 0
+    h.shell.emit("stdout", h.shell.display("text/plain", b"x"))  # a background job's, while idle
+    assert h.stuck.wait(10)
+    thread = h.run_in_thread("true")
     thread.join(0.3)
     assert thread.is_alive()  # behind the stuck pump
-    session.close()
-    thread.join(20)
-    assert not thread.is_alive(), "the cell never ended"
-    assert "shutting down" in box["result"].shell_lost
-    release.set()
+    h.assert_close_answers(thread)
 
 
 def test_interrupt_when_idle_is_harmless(fake):
