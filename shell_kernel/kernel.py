@@ -55,6 +55,11 @@ class ShellKernel(compat.AbortHook, Kernel):
         self._completer = Completer(
             lambda what, text: self._launch.query(what, text, COMPLETION_SECONDS))
         self._output_parent: dict | None = None
+        #: ipykernel sleeps this long (its Kernel._execute_sleep, as configured)
+        #: before each execute_reply, so that what a cell sent on IOPub reaches
+        #: the frontend before its reply: only a cell that sent something waits.
+        self._output_pause = self._execute_sleep
+        self._output_sent = False  # by the running cell (any thread sends)
         self._display_ids: set[str] = set()
         self._idle = threading.Event()  # no cell is running
         self._idle.set()
@@ -165,25 +170,26 @@ class ShellKernel(compat.AbortHook, Kernel):
         self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
 
     # -------------------------------------------------------------- execute
-    def _send_stream(self, name: str, text: str) -> None:
+    def _publish(self, msg_type: str, content: dict) -> None:
+        """Send an output message of the current cell on IOPub (any thread)."""
         parent = self._output_parent
-        if parent is None or not text:
+        if parent is None:
             return
-        self.session.send(self.iopub_socket, "stream", {"name": name, "text": text},
-                          parent=parent, ident=compat.topic(self, "stream"))
+        self._output_sent = True
+        self.session.send(self.iopub_socket, msg_type, content, parent=parent,
+                          ident=compat.topic(self, msg_type))
+
+    def _send_stream(self, name: str, text: str) -> None:
+        if text:
+            self._publish("stream", {"name": name, "text": text})
 
     def _send_clear(self, wait: bool = True) -> None:
         """The cell cleared its screen: clear its output when the next arrives
         (wait=True, so that a loop that clears and reprints does not flicker)."""
-        parent = self._output_parent
-        if parent is None:
-            return
-        self.session.send(self.iopub_socket, "clear_output", {"wait": wait},
-                          parent=parent, ident=compat.topic(self, "clear_output"))
+        self._publish("clear_output", {"wait": wait})
 
     def _send_display(self, mime: str, data: bytes, display_id: str) -> None:
-        parent = self._output_parent
-        if parent is None:
+        if self._output_parent is None:
             return
         from .results import UnknownDisplay, display_bundle
         try:
@@ -197,9 +203,7 @@ class ShellKernel(compat.AbortHook, Kernel):
             if display_id in self._display_ids:
                 msg_type = "update_display_data"
             self._display_ids.add(display_id)
-        self.session.send(self.iopub_socket, msg_type,
-                          {"data": bundle, "metadata": {}, "transient": transient},
-                          parent=parent, ident=compat.topic(self, msg_type))
+        self._publish(msg_type, {"data": bundle, "metadata": {}, "transient": transient})
 
     def _ask(self, prompt: Prompt) -> str | None:
         """Ask the frontend (input_request) and return its answer; None once
@@ -243,8 +247,15 @@ class ShellKernel(compat.AbortHook, Kernel):
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                          allow_stdin=False, *, cell_meta=None, cell_id=None):
         self._output_parent = self.get_parent("shell")
+        self._output_sent = False
         self._start_failure = None
         self._user_expressions = user_expressions or {}
+        reply = self._execute(code, silent, allow_stdin)
+        # ipykernel's execute_request flushes IOPub, sleeps this, then replies.
+        self._execute_sleep = self._output_pause if self._output_sent else 0.0
+        return reply
+
+    def _execute(self, code: str, silent: bool, allow_stdin: bool) -> dict:
         started = time.monotonic()
         if not self._wait_started():
             meta = {"exit_code": 130, "duration_s": round(time.monotonic() - started, 6),
@@ -308,7 +319,7 @@ class ShellKernel(compat.AbortHook, Kernel):
         self._reply_metadata = meta
         content = error_content(ename, evalue, summary)
         if not silent:
-            self.send_response(self.iopub_socket, "error", content)
+            self._publish("error", content)
         return {"status": "error", "execution_count": self.execution_count, **content}
 
     def init_metadata(self, parent):

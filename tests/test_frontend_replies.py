@@ -5,6 +5,7 @@ shut down while its named session runs a cell, a shell slow to start.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +183,35 @@ def test_stop_while_the_shell_starts_ends_the_waiting_cell(jupyter_prefix, start
     assert execution.meta["exit_code"] == 130 and "never-ran" not in execution.stdout
     kernel.shutdown()
     assert wait_until(lambda: not pids_matching(SLOW_MARK), timeout=10)
+
+
+PAUSED_KERNEL = str(Path(__file__).with_name("paused_kernel.py"))
+
+
+def test_only_a_cell_with_output_waits_for_it_before_its_reply(jupyter_prefix, start_kernel,
+                                                              tmp_path):
+    """ipykernel pauses before every execute_reply (Kernel._execute_sleep, half a
+    millisecond and more) so that what the cell printed reaches the frontend
+    first. A cell that sent nothing has nothing to wait for: its reply goes at
+    once, and a trivial cell is no slower than ipykernel's own."""
+    name = f"shell-paused-{os.getpid()}"
+    spec = install_spec(jupyter_prefix, name, [])
+    at = spec["argv"].index("-m")
+    spec["argv"][at:at + 2] = [PAUSED_KERNEL]
+    (jupyter_prefix / "share" / "jupyter" / "kernels" / name / "kernel.json").write_text(
+        json.dumps(spec))
+    pauses = tmp_path / "pauses"
+    pauses.touch()
+    kernel = start_kernel(name, SHELL_KERNEL_PAUSES=str(pauses))
+
+    def paused_for(code: str) -> list[str]:
+        before = pauses.read_text().splitlines()
+        kernel.run(code)
+        return pauses.read_text().splitlines()[len(before):]
+
+    assert paused_for("true") == []
+    assert paused_for("x=1; cd /") == []
+    assert paused_for("echo printed") == ["0.0005"]  # ipykernel's own pause, as configured
+    assert paused_for("echo to-stderr >&2") == ["0.0005"]
+    assert paused_for("false") == ["0.0005"]  # the error output
+    assert paused_for(":") == []
