@@ -67,6 +67,16 @@ def install_spec(prefix: Path, name: str, flags: list[str]) -> dict:
     return json.loads(spec_file.read_text())
 
 
+def install_wrapped_spec(prefix: Path, name: str, flags: list[str], script: str) -> None:
+    """A kernelspec that runs the test script (a wrapper around the real
+    kernel, such as tests/faulty_kernel.py) instead of `-m shell_kernel`."""
+    spec = install_spec(prefix, name, flags)
+    at = spec["argv"].index("-m")
+    spec["argv"][at:at + 2] = [script]
+    spec_file = prefix / "share" / "jupyter" / "kernels" / name / "kernel.json"
+    spec_file.write_text(json.dumps(spec))
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory):
     """A real OpenSSH server on 127.0.0.1 with its own keys, for the whole run."""

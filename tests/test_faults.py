@@ -4,14 +4,13 @@ next cell works. Local, durable SSH and ephemeral SSH backends."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import install_spec
+from conftest import install_wrapped_spec
 from named_support import read_until
 
 FAULTY_KERNEL = str(Path(__file__).with_name("faulty_kernel.py"))
@@ -22,11 +21,7 @@ BACKEND_FLAGS = {"local": [], "ssh": ["--ssh", "testhost"], "ssh-ephemeral": ["-
 
 def install_faulty_spec(jupyter_prefix: Path, name: str, flags: list[str]) -> None:
     """A kernelspec that runs tests/faulty_kernel.py instead of `-m shell_kernel`."""
-    spec = install_spec(jupyter_prefix, name, flags)
-    at = spec["argv"].index("-m")
-    spec["argv"][at:at + 2] = [FAULTY_KERNEL]
-    spec_file = jupyter_prefix / "share" / "jupyter" / "kernels" / name / "kernel.json"
-    spec_file.write_text(json.dumps(spec))
+    install_wrapped_spec(jupyter_prefix, name, flags, FAULTY_KERNEL)
 
 
 @pytest.fixture(params=list(BACKEND_FLAGS))

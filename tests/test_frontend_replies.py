@@ -5,7 +5,6 @@ shut down while its named session runs a cell, a shell slow to start.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import install_spec
+from conftest import install_spec, install_wrapped_spec
 from harness import pids_matching, wait_until
 from named_support import read_until
 
@@ -193,13 +192,9 @@ def test_only_a_cell_with_output_waits_for_it_before_its_reply(jupyter_prefix, s
     """ipykernel pauses before every execute_reply (Kernel._execute_sleep, half a
     millisecond and more) so that what the cell printed reaches the frontend
     first. A cell that sent nothing has nothing to wait for: its reply goes at
-    once, and a trivial cell is no slower than ipykernel's own."""
+    once."""
     name = f"shell-paused-{os.getpid()}"
-    spec = install_spec(jupyter_prefix, name, [])
-    at = spec["argv"].index("-m")
-    spec["argv"][at:at + 2] = [PAUSED_KERNEL]
-    (jupyter_prefix / "share" / "jupyter" / "kernels" / name / "kernel.json").write_text(
-        json.dumps(spec))
+    install_wrapped_spec(jupyter_prefix, name, [], PAUSED_KERNEL)
     pauses = tmp_path / "pauses"
     pauses.touch()
     kernel = start_kernel(name, SHELL_KERNEL_PAUSES=str(pauses))
