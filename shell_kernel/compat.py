@@ -27,6 +27,18 @@ def shell_ident(kernel: Kernel) -> list:
     return kernel._parent_ident["shell"]
 
 
+def reply_pause(kernel: Kernel) -> float:
+    """How long ipykernel's execute_request sleeps after flushing IOPub and
+    before the execute_reply, so that the cell's output reaches the frontend
+    first (Kernel._execute_sleep, as configured)."""
+    return kernel._execute_sleep
+
+
+def set_reply_pause(kernel: Kernel, seconds: float) -> None:
+    """The pause before the reply to the execute_request being handled."""
+    kernel._execute_sleep = seconds
+
+
 def ask_input(kernel: Kernel, prompt: str, password: bool, over: threading.Event) -> str | None:
     """ipykernel's _input_request, except that it gives up, returning None,
     once `over` is set (the question is moot: the read timed out, the cell

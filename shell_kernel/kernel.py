@@ -55,10 +55,10 @@ class ShellKernel(compat.AbortHook, Kernel):
         self._completer = Completer(
             lambda what, text: self._launch.query(what, text, COMPLETION_SECONDS))
         self._output_parent: dict | None = None
-        #: ipykernel sleeps this long (its Kernel._execute_sleep, as configured)
-        #: before each execute_reply, so that what a cell sent on IOPub reaches
-        #: the frontend before its reply: only a cell that sent something waits.
-        self._output_pause = self._execute_sleep
+        #: ipykernel pauses this long before each execute_reply, so that what a
+        #: cell sent on IOPub reaches the frontend first: only a cell that sent
+        #: something waits (see do_execute).
+        self._output_pause = compat.reply_pause(self)
         self._output_sent = False  # by the running cell (any thread sends)
         self._display_ids: set[str] = set()
         self._idle = threading.Event()  # no cell is running
@@ -251,8 +251,7 @@ class ShellKernel(compat.AbortHook, Kernel):
         self._start_failure = None
         self._user_expressions = user_expressions or {}
         reply = self._execute(code, silent, allow_stdin)
-        # ipykernel's execute_request flushes IOPub, sleeps this, then replies.
-        self._execute_sleep = self._output_pause if self._output_sent else 0.0
+        compat.set_reply_pause(self, self._output_pause if self._output_sent else 0.0)
         return reply
 
     def _execute(self, code: str, silent: bool, allow_stdin: bool) -> dict:

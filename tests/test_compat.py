@@ -9,15 +9,17 @@ test run on the ipykernel of the venv that runs pytest.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import socket
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from jupyter_client import KernelManager
 
-from conftest import install_spec, kernel_env
+from conftest import install_spec, install_wrapped_spec, kernel_env
 from harness import descendants, wait_until
 
 
@@ -155,3 +157,31 @@ def _first_connection(family: int, address, timeout: float) -> socket.socket:
             if time.monotonic() > deadline:
                 raise
         time.sleep(0.02)
+
+
+PAUSED_KERNEL = str(Path(__file__).with_name("paused_kernel.py"))
+
+
+def test_only_a_cell_with_output_waits_for_it_before_its_reply(jupyter_prefix, start_kernel,
+                                                              tmp_path):
+    """ipykernel pauses before every execute_reply (Kernel._execute_sleep, half a
+    millisecond and more) so that what the cell printed reaches the frontend
+    first. A cell that sent nothing has nothing to wait for: its reply goes at
+    once."""
+    name = f"shell-paused-{os.getpid()}"
+    install_wrapped_spec(jupyter_prefix, name, [], PAUSED_KERNEL)
+    pauses = tmp_path / "pauses"
+    pauses.touch()
+    kernel = start_kernel(name, SHELL_KERNEL_PAUSES=str(pauses))
+
+    def paused_for(code: str) -> list[str]:
+        before = pauses.read_text().splitlines()
+        kernel.run(code)
+        return pauses.read_text().splitlines()[len(before):]
+
+    assert paused_for("true") == []
+    assert paused_for("x=1; cd /") == []
+    assert paused_for("echo printed") == ["0.0005"]  # ipykernel's own pause, as configured
+    assert paused_for("echo to-stderr >&2") == ["0.0005"]
+    assert paused_for("false") == ["0.0005"]  # the error output
+    assert paused_for(":") == []

@@ -12,11 +12,10 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import install_spec, install_wrapped_spec
+from conftest import install_spec
 from harness import pids_matching, wait_until
 from named_support import read_until
 
@@ -183,30 +182,3 @@ def test_stop_while_the_shell_starts_ends_the_waiting_cell(jupyter_prefix, start
     kernel.shutdown()
     assert wait_until(lambda: not pids_matching(SLOW_MARK), timeout=10)
 
-
-PAUSED_KERNEL = str(Path(__file__).with_name("paused_kernel.py"))
-
-
-def test_only_a_cell_with_output_waits_for_it_before_its_reply(jupyter_prefix, start_kernel,
-                                                              tmp_path):
-    """ipykernel pauses before every execute_reply (Kernel._execute_sleep, half a
-    millisecond and more) so that what the cell printed reaches the frontend
-    first. A cell that sent nothing has nothing to wait for: its reply goes at
-    once."""
-    name = f"shell-paused-{os.getpid()}"
-    install_wrapped_spec(jupyter_prefix, name, [], PAUSED_KERNEL)
-    pauses = tmp_path / "pauses"
-    pauses.touch()
-    kernel = start_kernel(name, SHELL_KERNEL_PAUSES=str(pauses))
-
-    def paused_for(code: str) -> list[str]:
-        before = pauses.read_text().splitlines()
-        kernel.run(code)
-        return pauses.read_text().splitlines()[len(before):]
-
-    assert paused_for("true") == []
-    assert paused_for("x=1; cd /") == []
-    assert paused_for("echo printed") == ["0.0005"]  # ipykernel's own pause, as configured
-    assert paused_for("echo to-stderr >&2") == ["0.0005"]
-    assert paused_for("false") == ["0.0005"]  # the error output
-    assert paused_for(":") == []
