@@ -14,7 +14,7 @@ from harness import wait_until
 from shell_kernel.config import KernelConfig
 from shell_kernel import launch as launch_module
 from shell_kernel.launch import GO_ANYWAY_S, STOPPED_START_WAIT_S, ShellLaunch
-from shell_kernel.testing.processes import alive, children
+from shell_kernel.testing.processes import alive, argv, children
 
 from conftest import TEST_BASH
 
@@ -28,12 +28,8 @@ def our_shells() -> set[int]:
     and its guard (`/bin/sh -c GUARD shell_kernel ...`); not the version
     probe, which ends by itself, nor what other fixtures started."""
     def is_launched(pid: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                argv = cmdline.read().split(b"\0")
-        except OSError:
-            return False  # gone meanwhile
-        return b"-i" in argv or argv[:2] == [b"/bin/sh", b"-c"] and b"shell_kernel" in argv
+        args = argv(pid)  # [] once gone
+        return b"-i" in args or args[:2] == [b"/bin/sh", b"-c"] and b"shell_kernel" in args
     return {pid for pid in children(os.getpid()) if is_launched(pid)}
 
 

@@ -10,12 +10,11 @@ import shutil
 import socket
 import stat
 import time
-from pathlib import Path
 
 import pytest
 
 from harness import wait_until
-from shell_kernel.testing.processes import process_table
+from shell_kernel.testing.processes import argv, process_table
 from test_prompt_input import timed_out
 
 SECRET = "s3cr3t-Ans-42"
@@ -160,9 +159,8 @@ def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
     shell, state_dir, bash = kernel.ok('echo "$$ $__shell_kernel_dir $BASH_VERSINFO"').split()
     # The watcher's arguments end with the shell's pid and state directory; a
     # subshell it forks (the portable detector's `ps | awk`) has them too.
-    matching = {int(path.parent.name) for path in Path("/proc").glob("[0-9]*/cmdline")
-                if path.read_bytes().split(b"\0")[-3:-1] == [shell.encode(), state_dir.encode()]}
     table = process_table()
+    matching = {pid for pid in table if argv(pid)[-3:-1] == [shell.encode(), state_dir.encode()]}
     watchers = [pid for pid in matching if pid in table and table[pid][0] not in matching]
     assert len(watchers) == 1
 

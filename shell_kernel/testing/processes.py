@@ -39,6 +39,15 @@ def process_table() -> dict[int, tuple[int, str]]:
     return table
 
 
+def argv(pid: int) -> list[bytes]:
+    """A process's arguments (/proc/PID/cmdline); [] once it has ended."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().split(b"\0")
+    except OSError:  # gone meanwhile
+        return []
+
+
 def children(pid: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
     table = process_table() if table is None else table
     return sorted(p for p, (pp, st) in table.items() if pp == pid and st != "Z")
