@@ -19,11 +19,6 @@ REPLY_WITHIN = 10  # seconds: the issue's bound for an error reply
 BACKEND_FLAGS = {"local": [], "ssh": ["--ssh", "testhost"], "ssh-ephemeral": ["--ssh", "testhost", "--ephemeral"]}
 
 
-def install_faulty_spec(jupyter_prefix: Path, name: str, flags: list[str]) -> None:
-    """A kernelspec that runs tests/faulty_kernel.py instead of `-m shell_kernel`."""
-    install_wrapped_spec(jupyter_prefix, name, flags, FAULTY_KERNEL)
-
-
 @pytest.fixture(params=list(BACKEND_FLAGS))
 def faulty(request, jupyter_prefix, start_kernel, sshd, tmp_path):
     """start(**armed): a kernel of this backend, with faults armed before it starts."""
@@ -33,7 +28,7 @@ def faulty(request, jupyter_prefix, start_kernel, sshd, tmp_path):
     if "--ssh" in flags:
         flags += ["--ssh-config", str(sshd.ssh_config)]
     name = f"shell-faulty-{request.param}-{os.getpid()}"
-    install_faulty_spec(jupyter_prefix, name, flags)
+    install_wrapped_spec(jupyter_prefix, name, flags, FAULTY_KERNEL)
 
     def arm(point: str, times: int = 1) -> None:
         (faults / point).write_text(str(times))
@@ -126,7 +121,8 @@ def test_reattach_failure(jupyter_prefix, start_kernel, server, tmp_path):
     faults.mkdir()
     config = server.write_ssh_config(tmp_path / "ssh_config")
     name = f"shell-faulty-reattach-{os.getpid()}"
-    install_faulty_spec(jupyter_prefix, name, ["--ssh", "testhost", "--ssh-config", str(config)])
+    install_wrapped_spec(jupyter_prefix, name, ["--ssh", "testhost", "--ssh-config", str(config)],
+                         FAULTY_KERNEL)
     kernel = start_kernel(name, SHELL_KERNEL_FAULTS=str(faults))
     shell_pid = kernel.ok("echo $$")
     msg_id = kernel.start("echo started; sleep 3; echo done")

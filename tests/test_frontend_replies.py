@@ -181,4 +181,3 @@ def test_stop_while_the_shell_starts_ends_the_waiting_cell(jupyter_prefix, start
     assert execution.meta["exit_code"] == 130 and "never-ran" not in execution.stdout
     kernel.shutdown()
     assert wait_until(lambda: not pids_matching(SLOW_MARK), timeout=10)
-

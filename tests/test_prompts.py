@@ -161,7 +161,7 @@ def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
     # subshell it forks (the portable detector's `ps | awk`) has them too.
     table = process_table()
     matching = {pid for pid in table if argv(pid)[-3:-1] == [shell.encode(), state_dir.encode()]}
-    watchers = [pid for pid in matching if pid in table and table[pid][0] not in matching]
+    watchers = [pid for pid in matching if table[pid][0] not in matching]
     assert len(watchers) == 1
 
     def reads() -> int:

@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 
 from .hosts import TEST_HOST_ENVIRONMENT, setenv_config  # noqa: F401 - re-exported
-from .processes import (children, config_quote, current_user, descendants, free_port, freeze,
-                        freeze_and_signal, make_subreaper, process_table, send_signal,
+from .processes import (argv, children, config_quote, current_user, descendants, free_port,
+                        freeze, freeze_and_signal, make_subreaper, process_table, send_signal,
                         tcp_listening)
 
 SSHD = "/usr/sbin/sshd"  # sshd insists on being started via an absolute path
@@ -476,11 +476,8 @@ class SSHServer:
 
 
 def cmdline(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return ""
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+    """A process's command line as one string; "" once it has ended."""
+    return b" ".join(argv(pid)).decode(errors="replace").strip()
 
 
 def comm(pid: int) -> str:
