@@ -333,3 +333,22 @@ def test_a_send_on_a_connection_found_gone_says_none_of_it_went(sshd):
         client.close()
     with pytest.raises(NothingSent):
         channel.send(b"two\n")
+
+
+def test_small_writes_go_at_once(sshd):
+    """The kernel's writes are small, and often two in a row with no answer
+    between (a named session's acknowledgement of a cell's output, then the
+    next cell): with Nagle's algorithm on, the second waits for the host's
+    delayed ACK of the first, up to 40 ms, which made a named session's
+    trivial cell 44 ms instead of 1.4. The connection's socket sends at once,
+    as OpenSSH's client's does for an interactive session."""
+    import socket
+    from shell_kernel.backends.ssh.connect import close_client, connect
+    from shell_kernel.backends.ssh.target import resolve
+    clients = connect(resolve("testhost", str(sshd.ssh_config)))
+    try:
+        sock = clients[-1].get_transport().sock
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        for client in reversed(clients):
+            close_client(client)

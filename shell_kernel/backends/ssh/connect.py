@@ -236,6 +236,12 @@ def _transport_preferring(key_types: set[str], sock, **options) -> paramiko.Tran
     transport = paramiko.Transport(sock, **options)
     if isinstance(sock, socket.socket):  # (a jump host's channel or a ProxyCommand keep 0.1 s)
         sock.settimeout(TRANSPORT_WAKE_S)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            # Small writes, often two in a row with no answer between (an
+            # acknowledgement, then the next cell): with Nagle's algorithm the
+            # second waits for the host's delayed ACK of the first, up to 40 ms.
+            # OpenSSH's client sends at once for interactive sessions too.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     security = transport.get_security_options()
     known = [a for a in security.key_types if _KEY_TYPE_OF_ALGORITHM.get(a, a) in key_types]
     security.key_types = known + [a for a in security.key_types if a not in known]
