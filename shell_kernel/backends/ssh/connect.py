@@ -234,9 +234,9 @@ def _transport_preferring(key_types: set[str], sock, **options) -> paramiko.Tran
     """A Transport that asks first for the host key types known_hosts holds for the host,
     as OpenSSH does, so a host with several keys shows the one on file."""
     transport = paramiko.Transport(sock, **options)
-    if isinstance(sock, socket.socket):  # (a jump host's channel or a ProxyCommand keep 0.1 s)
+    if isinstance(sock, socket.socket):  # (a jump host's channel keeps 0.1 s)
         sock.settimeout(TRANSPORT_WAKE_S)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
+        if sock.family in (socket.AF_INET, socket.AF_INET6):  # (a ProxyCommand's: AF_UNIX)
             # Small writes, often two in a row with no answer between (an
             # acknowledgement, then the next cell): with Nagle's algorithm the
             # second waits for the host's delayed ACK of the first, up to 40 ms.
