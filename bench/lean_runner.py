@@ -31,7 +31,7 @@ from pathlib import Path
 
 from shell_kernel.cli import light_notebook_validation
 
-light_notebook_validation()  # as `run --hosts` does
+light_notebook_validation(hosts=True)  # as `run --hosts` does
 
 import nbformat  # noqa: E402
 

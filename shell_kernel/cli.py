@@ -246,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_notebook(args) -> int:
     """`run`: on one kernel, or with --hosts or --inventory on many hosts."""
+    light_notebook_validation(hosts=args.hosts is not None or args.inventory is not None)
     from .notebook_job import EXIT_USAGE, RunError, check_parameter_name
 
     try:
@@ -298,22 +299,33 @@ def _run_one(args, parameters: dict[str, str]) -> int:
     return run(options)
 
 
-def light_notebook_validation() -> None:
-    """Before nbformat is imported, for a process that checks a notebook once
-    and then starts many hosts (`run --hosts`, bench/lean_runner.py)."""
-    # nbformat validates with jsonschema, which imports rfc3987_syntax where it
-    # is installed (jupyter-events requires it): 1.5-2.5 s of CPU building a
-    # grammar, most of the runner's start-up, for IRI formats that no notebook
-    # check uses; and isoduration (with arrow: 30-100 ms) for durations, which
-    # no notebook schema has either. An entry of None makes that optional
-    # import fail at once.
-    for unused_format_checker in ("rfc3987_syntax", "isoduration"):
+#: jsonschema's optional format checkers (the modules its _format.py imports
+#: if installed) that are format checkers and nothing else.
+UNUSED_FORMAT_CHECKERS = ("rfc3987_syntax", "isoduration", "rfc3986_validator",
+                          "rfc3339_validator", "webcolors", "uri_template", "fqdn")
+
+
+def light_notebook_validation(hosts: bool = False) -> None:
+    """Before nbformat is imported, for a process that checks a notebook and
+    runs it (`run`; with hosts, `run --hosts` and bench/lean_runner.py)."""
+    # nbformat validates with jsonschema, whose import imports every optional
+    # format checker that is installed, and no notebook schema has a "format"
+    # (tests/unit/test_cli.py holds nbformat's to that): rfc3987_syntax (which
+    # jupyter-events requires) builds an IRI grammar for 0.75-2.5 s of CPU,
+    # most of a `run`'s start-up; isoduration imports arrow (30-100 ms); the
+    # others compile URI and date patterns (15 ms together). An entry of None
+    # makes that optional import fail at once. (idna and jsonpointer, general
+    # libraries that cost little, are left alone.)
+    for unused_format_checker in UNUSED_FORMAT_CHECKERS:
         sys.modules.setdefault(unused_format_checker, None)
-    # And nbformat validates with fastjsonschema where it is installed, whose
-    # validator is Python code generated from the schema and compiled: 30-50 ms
-    # before the first host starts, to check one notebook once, where jsonschema
-    # takes 2-3 ms. (A user's own choice stands.)
-    os.environ.setdefault("NBFORMAT_VALIDATOR", "jsonschema")
+    if hosts:
+        # And nbformat validates with fastjsonschema where it is installed,
+        # whose validator is Python code generated from the schema and
+        # compiled: 30-50 ms before the first host starts, to check one
+        # notebook once, where jsonschema takes 2-3 ms. (A user's own choice
+        # stands.) Not for a kernel's `run`: the kernel inherits this
+        # environment, and so would its cells.
+        os.environ.setdefault("NBFORMAT_VALIDATOR", "jsonschema")
 
 
 def _run_fleet(args, parameters: dict[str, str]) -> int:
@@ -323,8 +335,6 @@ def _run_fleet(args, parameters: dict[str, str]) -> int:
     from .fleet_targets import HostsError, hosts_from_inventory, hosts_from_list
     from .notebook_job import RunError, output_stem
     from .options import FLEET_OUTPUT_LIMIT_MB
-
-    light_notebook_validation()
 
     for flag, value in (("-o", args.output), ("--kernel", args.kernel), ("--cwd", args.cwd)):
         if value is not None:

@@ -762,21 +762,6 @@ needs_ansible = pytest.mark.skipif(not ansible_available(),
 
 
 @needs_ansible
-def test_the_runner_goes_without_jsonschemas_slow_optional_import(tmp_path):
-    """jsonschema (which nbformat validates with) imports rfc3987_syntax when it
-    is installed, building a grammar for seconds of CPU at every start, and
-    isoduration (with arrow); no notebook check needs them, so the runner
-    does without."""
-    python = write_notebook(tmp_path / "python.ipynb", "print(1)", language="python")
-    code = ("import sys\nfrom shell_kernel.cli import main\n"
-            f"status = main(['run', {str(python)!r}, '--hosts', 'web1'])\n"
-            "print(status, 'nbformat' in sys.modules, sys.modules.get('rfc3987_syntax', 'absent'),"
-            " sys.modules.get('isoduration', 'absent'), 'arrow' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.stdout.split() == [str(EXIT_USAGE), "True", "None", "None", "False"], (
-        proc.stdout + proc.stderr)
-
-
 def test_ansible_inventory(fleet, tmp_path, capsys):
     # The inventory names the hosts by address; the ssh config gives the key.
     fleet.server.write_ssh_config(fleet.config, alias="127.0.0.1")
