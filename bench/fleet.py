@@ -50,6 +50,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import bytecode  # noqa: E402
+
 STEPS = ["id -un", "df -P / | tail -1", "cat /proc/loadavg", "ls /tmp | wc -l", "echo done"]
 BEGIN = "<!-- BEGIN FLEET by bench/fleet.py: edits below this line are overwritten -->"
 END = "<!-- END FLEET -->"
@@ -484,6 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "README.md")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "fleet.json")
     args = parser.parse_args(argv)
+    bytecode.compile_package()
+    if args.old:
+        bytecode.compile_package(args.old)
     sizes = [int(s) for s in args.sizes.split(",")]
     has_ansible = Path(sys.executable).with_name("ansible-playbook").exists()
     pssh_available = has_pssh()

@@ -19,6 +19,7 @@ import statistics
 import tempfile
 import time
 
+import bytecode
 import figures
 from client import KernelSession, shutdown_all
 from kernels import BASELINE, KERNELS
@@ -95,6 +96,7 @@ def main() -> int:
     parser.add_argument("--starts", type=int, default=5)
     parser.add_argument("--cells", type=int, default=200)
     args = parser.parse_args()
+    bytecode.compile_package()
     settings = figures.Settings(starts=args.starts, trivial_runs=args.cells)
     with tempfile.TemporaryDirectory() as cwd:
         try:

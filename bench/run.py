@@ -40,6 +40,7 @@ def ensure_psutil() -> None:
 
 ensure_psutil()
 
+import bytecode  # noqa: E402
 import figures  # noqa: E402 - needs psutil
 import named_attach  # noqa: E402
 import prompt_latency  # noqa: E402
@@ -275,6 +276,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    bytecode.compile_package()
     settings = figures.Settings.quick() if args.quick else figures.Settings()
     profiles = [KERNELS[name] for name in args.kernels]
     args.json.parent.mkdir(parents=True, exist_ok=True)
