@@ -101,14 +101,14 @@ def batch_sizes(spec: str | None, total: int) -> list[int]:
 def load_fleet_notebook(path: Path, parameters: dict[str, str]) -> tuple[object, list[str]]:
     """The notebook, checked to be a bash notebook, with parameters injected
     and earlier results cleared; and warnings for the user."""
-    nb = read_notebook(path)
+    nb, warnings = read_notebook(path)
     spec = nb.metadata.get("kernelspec") or {}
     language = (spec.get("language") or nb.metadata.get("language_info", {}).get("name") or "")
     if language.lower() not in BASH_LANGUAGES:
         what = f"a {language} notebook" if language else "a notebook that names no language"
         raise RunError(f"{path} is {what} (kernel {spec.get('name', 'unknown')!r}); --hosts "
                        "runs bash notebooks, whose kernelspec language is bash")
-    return nb, prepare(nb, parameters)
+    return nb, warnings + prepare(nb, parameters)
 
 
 def file_name(host_name: str) -> str:

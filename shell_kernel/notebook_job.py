@@ -125,9 +125,9 @@ def inject_parameters(nb, parameters: dict[str, str]) -> tuple[int, list[str]]:
 
 
 # -------------------------------------------------------------------- notebook
-def read_notebook(path: Path):
-    """The notebook at path, .ipynb or a text notebook (runbook_files.py);
-    RunError if there is none or it cannot be read."""
+def read_notebook(path: Path) -> tuple[object, list[str]]:
+    """The notebook at path, .ipynb or a text notebook (runbook_files.py), and
+    warnings for the user; RunError if there is none or it cannot be read."""
     import nbformat
 
     if not path.exists():
@@ -136,11 +136,22 @@ def read_notebook(path: Path):
         raise RunError(f"{path}: not a file")
     if path.suffix != ".ipynb":
         from .runbook_files import read_runbook
-        return read_runbook(path)
+        return read_runbook(path), []
+    problem: dict = {}
     try:
-        return nbformat.read(path, as_version=4)
-    except Exception as err:  # noqa: BLE001 - JSON or schema errors, said plainly
+        nb = nbformat.read(path, as_version=4, capture_validation_error=problem)
+    except Exception as err:  # noqa: BLE001 - JSON or version errors, said plainly
         raise RunError(f"{path} is not a readable notebook: {err}") from None
+    # A notebook that breaks the schema still runs, as Jupyter's own tools run
+    # it (nbformat only logs this, where nobody reads it); but the user hears
+    # of it: a cell of a type that is not "code" is not run, silently.
+    error = problem.get("ValidationError")
+    if error is None:
+        return nb, []
+    where = "/".join(str(step) for step in error.absolute_path) or "the top level"
+    message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+    return nb, [f"{path} does not follow the notebook format at {where}: {message}; it runs "
+                "as read (a cell of an unknown type does not run)"]
 
 
 def prepare(nb, parameters: dict[str, str]) -> list[str]:

@@ -78,9 +78,10 @@ def _kernel_spec(name: str):
 
 
 def load(options: RunOptions):
-    """Read the notebook and check the request; RunError if it cannot run."""
+    """Read the notebook and check the request; RunError if it cannot run.
+    Returns the notebook, the kernel's name and spec, and warnings."""
     path = options.notebook
-    nb = read_notebook(path)
+    nb, warnings = read_notebook(path)
     try:
         check_dir(options.output.parent)
     except UnsafeOutput as err:
@@ -95,7 +96,7 @@ def load(options: RunOptions):
         check_parameter_name(pname)
     if options.cwd is not None and not options.cwd.is_dir():
         raise RunError(f"--cwd {options.cwd}: no such directory")
-    return nb, name, spec
+    return nb, name, spec, warnings
 
 
 def _kernel_arguments(spec) -> list[str]:
@@ -153,9 +154,9 @@ def run(options: RunOptions, progress: TextIO | None = None, report: TextIO | No
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-    nb, kernel_name, spec = load(options)
+    nb, kernel_name, spec, warnings = load(options)
     previous = read_previous(options.compare) if options.compare is not None else None
-    for warning in prepare(nb, options.parameters):
+    for warning in warnings + prepare(nb, options.parameters):
         print(f"warning: {warning}", file=progress)
     nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": spec.display_name,
                                  "language": spec.language}

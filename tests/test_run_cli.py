@@ -8,6 +8,7 @@ through papermill) are in test_notebooks.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -113,6 +114,22 @@ def test_not_a_notebook(tmp_path, capsys):
     (tmp_path / "broken.ipynb").write_text("{not json")
     assert main(["run", str(tmp_path / "broken.ipynb")]) == EXIT_USAGE
     assert "is not a readable notebook" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_a_notebook_the_schema_rejects_runs_with_a_warning(jupyter_prefix, tmp_path):
+    """nbformat only logs it (to nobody); a cell whose type is not "code" is
+    not run, so the run says why it ran less than the file holds."""
+    path = notebook("echo one", "echo two", path=tmp_path / "nb.ipynb")
+    data = json.loads(path.read_text())
+    data["cells"][1]["cell_type"] = "kode"
+    path.write_text(json.dumps(data))
+    result = cli([str(path), "-o", str(tmp_path / "out.ipynb")], tmp_path)
+    assert result.returncode == EXIT_OK, result.stdout + result.stderr
+    warning = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "does not follow the notebook format at cells/1" in warning[0] \
+        and "a cell of an unknown type does not run" in warning[0], result.stderr
+    assert "OK: 1 code cell" in result.stdout, result.stdout
 
 
 def test_unknown_kernel_lists_the_installed_ones(jupyter_prefix, tmp_path, capsys):

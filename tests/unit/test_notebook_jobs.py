@@ -5,13 +5,15 @@ whole package: tests/unit/test_structure.py). No kernel, shell or host."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import nbformat
 
 from shell_kernel.jobs import FAILED, NOT_RUN, OK, CellRun
 from shell_kernel.notebook_job import (INJECTED_TAG, SKIP_TAG, cell_label, job_cells,
-                                       output_stem, prepare, print_columns, runnable_cells, tally)
+                                       output_stem, prepare, print_columns, read_notebook,
+                                       runnable_cells, tally)
 
 # ---------------------------------------------------------- notebook steps
 def _notebook(*sources, tags=None):
@@ -103,3 +105,22 @@ def test_a_fleet_run_sets_the_interpreter_for_many_threads_and_puts_it_back():
         pass
     assert sys.getswitchinterval() == before
     assert gc.get_freeze_count() == 0
+
+
+# ------------------------------------------------------------ reading
+def test_reading_a_notebook_the_schema_rejects_warns(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(_notebook("echo a"), path)
+    assert read_notebook(path)[1] == []
+    data = json.loads(path.read_text())
+    data["cells"][0]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": 5}]
+    path.write_text(json.dumps(data))
+    nb, warnings = read_notebook(path)
+    assert nb.cells[0].source == "echo a"
+    assert warnings == [f"{path} does not follow the notebook format at cells/0/outputs/0/text: "
+                        "5 is not valid under any of the given schemas; it runs as read (a cell "
+                        "of an unknown type does not run)"]
+    data["cells"][0] = {"cell_type": "kode", "id": "k", "metadata": {}, "source": "x" * 300}
+    path.write_text(json.dumps(data))
+    (warning,) = read_notebook(path)[1]
+    assert "at cells/0: {" in warning and "...; it runs as read" in warning and len(warning) < 400
