@@ -143,8 +143,8 @@ def read_notebook(path: Path) -> tuple[object, list[str]]:
     except Exception as err:  # noqa: BLE001 - JSON or version errors, said plainly
         raise RunError(f"{path} is not a readable notebook: {err}") from None
     # A notebook that breaks the schema still runs, as Jupyter's own tools run
-    # it (nbformat only logs this, where nobody reads it); but the user hears
-    # of it: a cell of a type that is not "code" is not run, silently.
+    # it; nbformat only logs the error, where nobody reads it, and a cell whose
+    # type is not "code" would then be left out without a word.
     error = problem.get("ValidationError")
     if error is None:
         return nb, []
