@@ -20,7 +20,6 @@ import datetime
 import gc
 import queue
 import re
-import shlex
 import signal
 import sys
 import threading
@@ -276,16 +275,21 @@ class Fleet:
         # exported variables after each cell either: a host whose shell is
         # lost is failed, never given a new shell to restore them in. Nobody
         # asks its shell a question (completion...): it is not given the code.
+        # The shell exports the host's name for the notebook's cells and says
+        # where it runs (the record's, and the report's grouping's) as it gets
+        # ready, rather than in a first cell: a round trip less a host.
         session = ShellSession(config.backend_factory(side_channel_early=False),
                                lambda name, text: outputs[0].stream(name, text),
                                replace(config.session_options(), prompts=False,
-                                       snapshot_exports=False, queries=False),
+                                       snapshot_exports=False, queries=False,
+                                       exports=((HOST_VARIABLE, host.name),),
+                                       announce_where=True),
                                lambda mime, data, display_id: outputs[0].display(mime, data, display_id))
         self.events.host_started(host.name)
         with self._lock:
             self._sessions[host.name] = session
         try:
-            hostname = self._start(run, session, outputs[0])
+            hostname = self._start(run, session)
             if run.status not in (UNREACHABLE, INTERRUPTED):
                 self._run_cells(run, session, nb, outputs, own_names(host.name, hostname))
         except Exception as err:  # noqa: BLE001 - one host's bug must not stop the others
@@ -299,24 +303,16 @@ class Fleet:
                 self._save(run, nb)
             self.events.host_ended(run)
 
-    def _start(self, run: HostRun, session: ShellSession, outputs: CellOutputs) -> str:
+    def _start(self, run: HostRun, session: ShellSession) -> str:
         """Start the host's shell; what `hostname` prints there (bash's HOSTNAME)."""
         try:
-            session.start()
-            # The cell nobody sees: the host's name for the notebook's cells, and
-            # where it runs (provenance.PROBE: its HOSTNAME is the report's grouping's too).
-            result = session.run(f"export {HOST_VARIABLE}={shlex.quote(run.host.name)}; "
-                                 + provenance.PROBE)
+            info = session.start()
         except SessionError as err:
             run.status, run.error = UNREACHABLE, str(err)
             return ""
         if self.record.interrupted.is_set():
             run.status, run.error = INTERRUPTED, "interrupted before the first cell started"
-        elif result.exit_code != 0 or result.shell_lost:
-            run.status = UNREACHABLE
-            run.error = result.shell_lost or f"setting {HOST_VARIABLE} failed (exit {result.exit_code})"
-        run.probed = provenance.parse_probe(
-            "".join(o.text for o in outputs.outputs if o.get("name") == "stdout"))
+        run.probed = {**dict(zip(provenance.WHERE, info.where)), "bash_version": info.bash_version}
         return run.probed.get("hostname", "")
 
     def _run_cells(self, run: HostRun, session: ShellSession, nb, outputs: list,

@@ -30,6 +30,9 @@ class ReadyFrame:
     state_dir: str = ""
     #: What became of a restore request: "", "yes" or "refused" (not private).
     restored: str = ""
+    #: A notebook job's session says where it runs: user, hostname, os
+    #: (session.bash's __shell_kernel_where; provenance.WHERE).
+    where: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -142,10 +145,10 @@ def parse_frame(stream: str, fields: list, unread: str = "") -> Frame:
             status = _int_or_none(rest[1]) if len(rest) > 1 else None
             return EndFrame(stream, int(rest[0]), status, unread=unread)
         return UnknownFrame(stream, tuple(fields), unread)
-    if kind == "ready" and len(rest) in (0, 4):
+    if kind == "ready" and len(rest) in (0, 4, 7):
         if not rest:
             return ReadyFrame(stream)
-        return ReadyFrame(stream, _int_or_none(rest[0]), *rest[1:])
+        return ReadyFrame(stream, _int_or_none(rest[0]), *rest[1:4], where=tuple(rest[4:]))
     if kind == "end" and rest and rest[0].isdigit():
         if len(rest) == 1:
             return EndFrame(stream, int(rest[0]))

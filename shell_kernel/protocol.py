@@ -17,7 +17,8 @@ STREAMS = ("stdout", "stderr")
 
 def session_script(token: str, snapshot_exports: bool = False, state_dir: str | None = None,
                    restore: tuple[str, str | None] | None = None, tty: bool = False,
-                   queries: bool = True) -> bytes:
+                   queries: bool = True, exports: tuple = (),
+                   announce_where: bool = False) -> bytes:
     """The bash code that turns a fresh interactive bash into a session.
 
     restore: (state dir, cwd) of a lost shell whose exported variables and
@@ -26,8 +27,17 @@ def session_script(token: str, snapshot_exports: bool = False, state_dir: str | 
     tty: the cells' stdout and stderr are pseudo-terminals (see shell/tty.bash).
     queries: the shell answers the kernel's questions (shell/queries.bash);
     without, a fifth less to parse for a shell nobody asks (a notebook job).
+    exports: (name, value) pairs exported before the ready frame.
+    announce_where: the ready frame says where the shell runs (session.bash).
     """
     settings = [b"__shell_kernel_token=" + token.encode()]
+    for name, value in exports:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"not a variable name: {name!r}")
+        settings.append(b"builtin export " + name.encode() + b"="
+                        + ansi_c_quote(value.encode(errors="surrogateescape")))
+    if announce_where:
+        settings.append(b"__shell_kernel_announce_where=1")
     if state_dir:
         settings.append(b"__shell_kernel_dir="
                         + ansi_c_quote(state_dir.encode(errors="surrogateescape")))

@@ -4,12 +4,12 @@ A run's notebook gets, in ``metadata.shell_kernel``: ``host`` (the run's
 name for it: "local", the SSH host, a fleet's host name), ``hostname``,
 ``user``, ``os`` (``uname -srm``), ``bash_version``, the ``shell_kernel``
 version, the ``kernelspec`` name and, unless --no-timing, ``started``. The
-host's part comes from PROBE, run once in the session the notebook runs in
-(`run`: a silent request to the kernel before the first cell; `run --hosts`:
-in the same hidden first command that sets SHELL_KERNEL_HOST): no extra
-connection, and no fork where /proc/sys/kernel tells the os (bash's `read`);
-`uname` where it cannot (a host without /proc, or SHELL_KERNEL_NO_PROC set:
-see shell/__init__.py).
+host's part comes from shell/where.bash, in the session the notebook runs
+in: `run` asks with PROBE, a silent request to the kernel before the first
+cell; a `run --hosts` session says it in its ready frame (ShellInfo.where).
+No extra connection, and no fork where /proc/sys/kernel tells the os (bash's
+`read`); `uname` where it cannot (a host without /proc, or
+SHELL_KERNEL_NO_PROC set: see shell/__init__.py).
 
 --no-timing (strip_timing) takes out everything a clock decides: nbclient's
 ``execution`` timestamps, ``duration_s`` and ``started``, so that two runs
@@ -20,23 +20,20 @@ from __future__ import annotations
 
 import datetime
 
-from . import __version__
+from . import __version__, shell
 
 _PREFIX = "shell_kernel.provenance."
-_FIELDS = ("user", "hostname", "os", "bash_version")
-_OS = "__shell_kernel_probe_os"
-_KERNEL = "/proc/sys/kernel/"
-#: bash 3.2-safe; builtins by name (a user's function called printf stays out
-#: of it); the variables it sets are unset again. The os is what `uname -srm`
-#: prints, read from the files uname's three fields come from.
-PROBE = (f"if [[ -z ${{SHELL_KERNEL_NO_PROC-}} ]] && {{ builtin read -r {_OS}_s < {_KERNEL}ostype "
-         f"&& builtin read -r {_OS}_r < {_KERNEL}osrelease "
-         f"&& builtin read -r {_OS}_m < {_KERNEL}arch; }} 2>/dev/null; "
-         f"then {_OS}=\"${_OS}_s ${_OS}_r ${_OS}_m\"; "
-         f"else {_OS}=$(command uname -srm 2>/dev/null); fi; "
-         "builtin printf '" + _PREFIX + "%s=%s\\n' user \"${USER:-${LOGNAME:-$(command id -un "
-         "2>/dev/null)}}\" hostname \"${HOSTNAME}\" bash_version \"${BASH_VERSION}\" "
-         f"os \"${_OS}\"; builtin unset -v {_OS} {_OS}_s {_OS}_r {_OS}_m")
+#: What ShellInfo.where holds; with bash_version, what PROBE answers.
+WHERE = ("user", "hostname", "os")
+_FIELDS = (*WHERE, "bash_version")
+#: where.bash's function, defined again (the same code as the session's,
+#: and there also in a named session that an older version started) and
+#: called; builtins by name (a user's function called printf stays out of
+#: it); the variables it sets are unset again.
+PROBE = (shell.bash_code("where.bash") + "__shell_kernel_where; builtin printf '" + _PREFIX
+         + "%s=%s\\n' user \"$__shell_kernel_where_user\" hostname \"$__shell_kernel_where_host\" "
+         'bash_version "$BASH_VERSION" os "$__shell_kernel_where_os"; builtin unset -v '
+         "__shell_kernel_where_user __shell_kernel_where_host __shell_kernel_where_os")
 #: Keys of cell and notebook metadata.shell_kernel that hold times.
 TIMING_KEYS = ("duration_s", "started")
 

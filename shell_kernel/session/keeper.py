@@ -207,7 +207,9 @@ class Keeper:
                 return self._adopt(started.attached)
             script = protocol.session_script(token, self.options.snapshot_exports,
                                              started.preset_state_dir, restore,
-                                             tty=self.options.tty, queries=self.options.queries)
+                                             tty=self.options.tty, queries=self.options.queries,
+                                             exports=self.options.exports,
+                                             announce_where=self.options.announce_where)
             backend.send(protocol.bootstrap_lines(script))
         except BackendError as err:
             self.discard_backend(backend)
@@ -223,7 +225,8 @@ class Keeper:
                 raise SessionError(SHUTTING_DOWN)
             self.discard_backend(backend)
             raise SessionError(not_started(self.description, ready))
-        self.info = ShellInfo(ready.pid or 0, ready.bash_version, ready.state_dir, ready.restored)
+        self.info = ShellInfo(ready.pid or 0, ready.bash_version, ready.state_dir, ready.restored,
+                              ready.where)
         log.info("shell ready: pid %s, bash %s, state dir %s",
                  self.info.pid, self.info.bash_version, self.info.state_dir)
         if (sweep := backend.sweeper()) is not None:

@@ -38,6 +38,12 @@ class Options:
     #: The shell answers questions (ShellSession.query: completion,
     #: inspection...); a notebook job, which asks none, saves its host the code.
     queries: bool = True
+    #: (name, value) pairs the shell exports before it is ready (a notebook
+    #: job's SHELL_KERNEL_HOST), in every shell the session starts.
+    exports: tuple = ()
+    #: The shell says where it runs as it gets ready (ShellInfo.where): a
+    #: notebook job's record, without a cell to ask.
+    announce_where: bool = False
 
 
 @dataclass
@@ -73,6 +79,7 @@ class ShellInfo:
     bash_version: str
     state_dir: str  # where the shell's payload files are (see frames.DisplayFrame)
     restored: str = ""  # see frames.ReadyFrame
+    where: tuple = ()  # user, hostname, os: when Options.announce_where asked (ReadyFrame)
 
 
 @dataclass

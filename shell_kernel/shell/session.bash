@@ -23,7 +23,8 @@
 # cells' history, fc), cells.bash (the start and the end of a cell),
 # failures.bash (which command failed), commands.bash (display, clear,
 # exit...), queries.bash (completion and the kernel's other questions),
-# stdin.bash (the cells' input, askpass), close.bash (the session's end).
+# stdin.bash (the cells' input, askpass), close.bash (the session's end),
+# where.bash (where it runs, for a notebook job's record).
 exec 61>&1 62>&2 1>/dev/null 2>/dev/null
 # The token authenticates the frames: never in a command's environment (an
 # rc file's `set -a` would export it), where `env` or `ps e` in a cell shows it.
@@ -161,6 +162,8 @@ builtin unset -v __shell_kernel_scratch  # (read through by history.bash and fai
 
 #include close.bash
 
+#include where.bash
+
 # Owned by this user, not a symlink, writable by nobody else.
 __shell_kernel_private() {
   builtin local mode
@@ -205,6 +208,17 @@ fi
 if [[ -n ${__shell_kernel_tty-} ]]; then __shell_kernel_open_ttys; fi
 builtin umask "$__shell_kernel_umask"
 builtin unset -v __shell_kernel_umask
-__shell_kernel_frame "$__shell_kernel_token" ready "$$" "$BASH_VERSION" "$__shell_kernel_dir" \
-  "$__shell_kernel_restored" >&61
+# A notebook job's session (__shell_kernel_announce_where) says where it runs
+# in its ready frame: one round trip less than asking with a first cell.
+if [[ -n ${__shell_kernel_announce_where-} ]]; then
+  __shell_kernel_where
+  __shell_kernel_frame "$__shell_kernel_token" ready "$$" "$BASH_VERSION" "$__shell_kernel_dir" \
+    "$__shell_kernel_restored" "$__shell_kernel_where_user" "$__shell_kernel_where_host" \
+    "$__shell_kernel_where_os" >&61
+  builtin unset -v __shell_kernel_announce_where __shell_kernel_where_user \
+    __shell_kernel_where_host __shell_kernel_where_os
+else
+  __shell_kernel_frame "$__shell_kernel_token" ready "$$" "$BASH_VERSION" "$__shell_kernel_dir" \
+    "$__shell_kernel_restored" >&61
+fi
 __shell_kernel_frame "$__shell_kernel_token" ready >&62

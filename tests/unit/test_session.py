@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -525,6 +527,36 @@ def local(tmp_path, monkeypatch):
     harness.session.close()
 
 
+def test_a_job_shell_exports_its_variables_and_says_where_it_runs(tmp_path, monkeypatch):
+    """Options.exports and announce_where (a `run --hosts` session): set
+    before the first cell, said in the ready frame; the session's own
+    variables are gone again. A value of any bytes arrives as it was."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    value = "web 1's \"$HOME\" \\ é\nsecond line"
+    bash = os.environ.get("SHELL_KERNEL_TEST_BASH") or "bash"  # .ci/run's old bashes too
+    harness = Harness(lambda: LocalBackend(bash, clean=True), spill_dir=tmp_path / "spill",
+                      exports=(("SHELL_KERNEL_HOST", value),), announce_where=True)
+    try:
+        info = harness.session.start()
+        user, hostname, os_name = info.where
+        assert user == (os.environ.get("USER") or os.environ.get("LOGNAME")
+                        or subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip())
+        assert hostname == platform.node()
+        assert os_name == " ".join(platform.uname()[i] for i in (0, 2, 4))
+        result = harness.session.run('printf %s "$SHELL_KERNEL_HOST"; env | grep -c "^SHELL_KERNEL_HOST="; '
+                                     "declare -p | grep -c '^declare -- __shell_kernel_where' || :")
+        assert result.exit_code == 0
+        assert harness.out.text("stdout") == value + "1\n0\n"
+    finally:
+        harness.session.close()
+    with pytest.raises(ValueError, match="not a variable name"):
+        protocol.session_script("ab", exports=(("A-B", "x"),))
+
+
+def test_a_shell_not_asked_says_nothing_of_where(local):
+    assert local.session.info.where == ()
+
+
 def test_local_cell_and_status(local):
     result = local.session.run("cd /; echo out; echo err >&2; (exit 4)")
     assert (result.exit_code, result.cwd) == (4, "/")
@@ -633,6 +665,10 @@ def test_local_frames_survive_any_split(local):
 def test_protocol_frames_are_typed():
     scanner = frames.FrameScanner("ab", "stdout")
     events = scanner.feed(b"\x1e\x1fab\x1fready\x1f12\x1f5.2\x1f/d\x1fyes\x1f\x1e"
+                          b"\x1e\x1fab\x1fready\x1f12\x1f5.2\x1f/d\x1f\x1fada\x1fweb1\x1fLinux\x1f\x1e"
+                          b"\x1e\x1fab\x1fready\x1f12\x1f5.2\x1f/d\x1f\x1fada\x1f\x1e"
                           b"\x1e\x1fab\x1fwhat\x1f1\x1f\x1e")
     assert events == [frames.ReadyFrame("stdout", 12, "5.2", "/d", "yes"),
+                      frames.ReadyFrame("stdout", 12, "5.2", "/d", "", ("ada", "web1", "Linux")),
+                      frames.UnknownFrame("stdout", ("ready", "12", "5.2", "/d", "", "ada")),
                       frames.UnknownFrame("stdout", ("what", "1"))]
