@@ -31,7 +31,7 @@ class ReadyFrame:
     #: What became of a restore request: "", "yes" or "refused" (not private).
     restored: str = ""
     #: A notebook job's session says where it runs: user, hostname, os
-    #: (session.bash's __shell_kernel_where; provenance.WHERE).
+    #: (shell/where.bash's __shell_kernel_where; provenance.WHERE).
     where: tuple = ()
 
 

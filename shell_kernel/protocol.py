@@ -28,7 +28,7 @@ def session_script(token: str, snapshot_exports: bool = False, state_dir: str | 
     queries: the shell answers the kernel's questions (shell/queries.bash);
     without, a fifth less to parse for a shell nobody asks (a notebook job).
     exports: (name, value) pairs exported before the ready frame.
-    announce_where: the ready frame says where the shell runs (session.bash).
+    announce_where: the ready frame says where the shell runs (shell/where.bash).
     """
     settings = [b"__shell_kernel_token=" + token.encode()]
     for name, value in exports:
