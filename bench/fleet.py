@@ -29,7 +29,10 @@ seconds on the host side (the sshd listener's reaped children); peak RSS
 (the runner's process, and the sum over its process tree, both sampled:
 see measure()); hosts ok; processes or files left on the hosts.
 shell_kernel's default form and the floor run --repeat times per row, and
-the run with the median wall time is reported (with the range). Raw numbers:
+the run with the median wall time is reported (with the range). shell_kernel
+(and --old), parallel-ssh and the session floor take turns, each round on a
+new sshd with a port of its own (see paired()), and the rounds' walls are
+listed under the table. Raw numbers:
 bench/results/fleet.json; the table: the FLEET section of --out.
 """
 
@@ -402,15 +405,33 @@ def _median(results: list[dict]) -> dict:
     return chosen
 
 
-def paired(repeat: int, runs: dict) -> dict:
-    """Each of runs (name: run) `repeat` times, taking turns (A B C A B C...),
-    so that the machine's drift (other work on it) falls on all alike; the
-    median-wall run of each, by name."""
+def paired(repeat: int, runs: dict, new_hosts) -> dict:
+    """Each of runs (name: run(hosts)) `repeat` times, taking turns (A B C A B
+    C...), so that the machine's drift (other work on it) falls on all alike,
+    each round on hosts of its own (new_hosts(round): a new sshd, on a port of
+    its own); the median-wall run of each, by name, with every round's wall
+    (walls_by_round_s) and the rounds' ports. The server is new each round
+    because parallel-ssh's wall depends on the port it connects to: 100 hosts
+    took 2.65-2.78 s on one port and 2.22-2.40 s on another of the same server
+    (same keys, same config), the same again on each when it came back to it,
+    2.0-2.8 s over a dozen ports, where shell_kernel's stayed at 2.5-2.75 s on
+    every one. On one server for the whole run, its ratio was a draw of the
+    port."""
     done = {name: [] for name in runs}
-    for _ in range(repeat):
-        for name, run in runs.items():
-            done[name].append(run())
-    return {name: _median(results) for name, results in done.items()}
+    ports = []
+    for number in range(repeat):
+        hosts = new_hosts(number)
+        try:
+            ports.append(hosts.server.port)
+            for name, run in runs.items():
+                done[name].append(run(hosts))
+        finally:
+            hosts.stop()
+    medians = {}
+    for name, results in done.items():
+        by_round = [result["wall_s"] for result in results]
+        medians[name] = {**_median(results), "walls_by_round_s": by_round, "ports": ports}
+    return medians
 
 
 def startup_run(hosts: Hosts) -> dict:
@@ -453,6 +474,13 @@ def render(results: dict) -> str:
             f"{r['wall_s'] / row['n']:.3f} s | {_s(r.get('cpu_s'))} | {_s(r.get('host_cpu_s'))} | "
             f"{r.get('peak_rss_mb', '–')} / {r.get('tree_peak_rss_mb', '–')} MB | "
             f"{r.get('ok_hosts', '–')}/{row['n']} | {r.get('leftovers', '–')} | {ratio} |")
+    rounds = [(row["contender"], row["result"]) for row in results["rows"]
+              if "walls_by_round_s" in row["result"]]
+    if rounds:
+        lines += ["", f"Rounds of the turns, each on a new sshd (ports "
+                  f"{', '.join(str(port) for port in rounds[0][1]['ports'])}), wall in seconds:"]
+        lines += [f"- {name}: {' '.join(f'{wall:.2f}' for wall in result['walls_by_round_s'])}"
+                  for name, result in rounds]
     lines += ["", END]
     return "\n".join(lines)
 
@@ -501,20 +529,21 @@ def main(argv: list[str] | None = None) -> int:
         naive_per_host = None
         for n in sizes:
             for jobs in [args.jobs] if args.jobs else dict.fromkeys([n, min(args.fixed_jobs, n)]):
-                turns = {"shell_kernel": lambda: shell_kernel_run(hosts, nb, n, jobs, work)}
+                turns = {"shell_kernel": lambda on: shell_kernel_run(on, nb, n, jobs, work)}
                 if args.old:
-                    turns["shell_kernel (old)"] = lambda: shell_kernel_run(hosts, nb, n, jobs, work,
-                                                                           code=args.old)
+                    turns["shell_kernel (old)"] = lambda on: shell_kernel_run(on, nb, n, jobs, work,
+                                                                              code=args.old)
                 if pssh_available:
-                    turns["parallel-ssh (pool = jobs)"] = lambda: pssh_run(hosts, n, jobs)
+                    turns["parallel-ssh (pool = jobs)"] = lambda on: pssh_run(on, n, jobs)
                 if jobs == n:
                     turns["session floor (paramiko threads, a session's bytes at once)"] = \
-                        lambda: floor_run(hosts, n, session=True)
+                        lambda on: floor_run(on, n, session=True)
                 medians: dict = {}
 
-                def taking_turns(name: str, turns=turns, medians=medians) -> dict:
+                def taking_turns(name: str, turns=turns, medians=medians, n=n, jobs=jobs) -> dict:
                     if not medians:  # every one of them, once, for all their rows
-                        medians.update(paired(args.repeat, turns))
+                        medians.update(paired(args.repeat, turns, lambda number: Hosts(
+                            work / f"round-{n}-{jobs}-{number}", n)))
                     return medians[name]
 
                 contenders = [(name, lambda name=name: taking_turns(name)) for name in turns]

@@ -76,22 +76,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     n = args.hosts
     work = Path(tempfile.mkdtemp(prefix="structure-cost-"))
-    hosts = Hosts(work / "hosts", n)
     try:
         nb = notebook(work / "five.ipynb")
         runs = {
-            "run --hosts": lambda: shell_kernel_run(hosts, nb, n, n, work),
+            "run --hosts": lambda on: shell_kernel_run(on, nb, n, n, work),
             "pump, I/O and reader threads a host (lean_runner.py --shape threads)":
-                lambda: lean_run(hosts, nb, n, work, "threads"),
-            **({name: lambda flags=flags: lean_run(hosts, nb, n, work, "threads", *flags)
+                lambda on: lean_run(on, nb, n, work, "threads"),
+            **({name: lambda on, flags=flags: lean_run(on, nb, n, work, "threads", *flags)
                 for name, flags in VARIANTS.items()} if args.variants else {}),
             "one thread a host (lean_runner.py --shape lean)":
-                lambda: lean_run(hosts, nb, n, work, "lean"),
-            "parallel-ssh (pool = hosts)": lambda: pssh_run(hosts, n, n),
+                lambda on: lean_run(on, nb, n, work, "lean"),
+            "parallel-ssh (pool = hosts)": lambda on: pssh_run(on, n, n),
         }
-        results = paired(args.repeat, runs)
+        results = paired(args.repeat, runs, lambda number: Hosts(work / f"round-{number}", n))
     finally:
-        hosts.stop()
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
