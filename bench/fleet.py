@@ -414,9 +414,9 @@ def paired(repeat: int, runs: dict, new_hosts) -> dict:
     because parallel-ssh's wall depends on the port it connects to: 100 hosts
     took 2.65-2.78 s on one port and 2.22-2.40 s on another of the same server
     (same keys, same config), the same again on each when it came back to it,
-    2.0-2.8 s over a dozen ports, where shell_kernel's stayed at 2.5-2.75 s on
-    every one. On one server for the whole run, its ratio was a draw of the
-    port."""
+    2.0-2.8 s over a dozen ports, where shell_kernel's stayed at 2.45-2.75 s
+    on the six it ran on in turns with it. On one server for the whole run,
+    its ratio was a draw of the port."""
     done = {name: [] for name in runs}
     ports = []
     for number in range(repeat):
