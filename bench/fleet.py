@@ -31,8 +31,8 @@ see measure()); hosts ok; processes or files left on the hosts.
 shell_kernel's default form and the floor run --repeat times per row, and
 the run with the median wall time is reported (with the range). shell_kernel
 (and --old), parallel-ssh and the session floor take turns, each round on a
-new sshd with a port of its own (see paired()), and the rounds' walls are
-listed under the table. Raw numbers:
+new sshd (keys and a port of its own: see paired()), and the rounds' walls
+are listed under the table. Raw numbers:
 bench/results/fleet.json; the table: the FLEET section of --out.
 """
 
@@ -408,15 +408,16 @@ def _median(results: list[dict]) -> dict:
 def paired(repeat: int, runs: dict, new_hosts) -> dict:
     """Each of runs (name: run(hosts)) `repeat` times, taking turns (A B C A B
     C...), so that the machine's drift (other work on it) falls on all alike,
-    each round on hosts of its own (new_hosts(round): a new sshd, on a port of
-    its own); the median-wall run of each, by name, with every round's wall
+    each round on hosts of its own (new_hosts(round): a new sshd, with keys and
+    a port of its own); the median-wall run of each, by name, with every round's wall
     (walls_by_round_s) and the rounds' ports. The server is new each round
-    because parallel-ssh's wall depends on the port it connects to: 100 hosts
-    took 2.65-2.78 s on one port and 2.22-2.40 s on another of the same server
-    (same keys, same config), the same again on each when it came back to it,
-    2.0-2.8 s over a dozen ports, where shell_kernel's stayed at 2.45-2.75 s
-    on the six it ran on in turns with it. On one server for the whole run,
-    its ratio was a draw of the port."""
+    because parallel-ssh's wall depends on the server it connects to, its keys
+    and its port: 100 hosts took 2.65-2.78 s on one port and 2.22-2.40 s on
+    another of the same server (same keys), 2.19-2.24 s and 2.52-2.55 s on two
+    servers on one port with keys of their own, each the same again when its
+    server was started again, 2.0-2.8 s over a dozen servers, where
+    shell_kernel's stayed at 2.45-2.75 s on the six it ran on in turns with it.
+    On one server for the whole run, its ratio was a draw of the server."""
     done = {name: [] for name in runs}
     ports = []
     for number in range(repeat):
