@@ -411,12 +411,13 @@ def paired(repeat: int, runs: dict, new_hosts) -> dict:
     each round on hosts of its own (new_hosts(round): a new sshd, with keys and
     a port of its own); the median-wall run of each, by name, with every round's wall
     (walls_by_round_s) and the rounds' ports. The server is new each round
-    because parallel-ssh's wall depends on the server it connects to, its keys
-    and its port: 100 hosts took 2.65-2.78 s on one port and 2.22-2.40 s on
-    another of the same server (same keys), 2.19-2.24 s and 2.52-2.55 s on two
-    servers on one port with keys of their own, each the same again when its
-    server was started again, 2.0-2.8 s over a dozen servers, where
-    shell_kernel's stayed at 2.45-2.75 s on the six it ran on in turns with it.
+    because parallel-ssh's wall depends on the server it connects to, its host
+    key and its port: 100 hosts took 2.65-2.78 s on one port and 2.22-2.40 s
+    on another of the same server, 2.13-2.19 s and 2.62-2.75 s with two host
+    keys of one server on one port (a new user key changed nothing); a server
+    started again on its files gave its time again; 2.0-2.8 s over a dozen
+    servers, where shell_kernel's stayed at 2.45-2.75 s on the six it ran on in
+    turns with it.
     On one server for the whole run, its ratio was a draw of the server."""
     done = {name: [] for name in runs}
     ports = []
