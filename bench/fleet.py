@@ -476,13 +476,17 @@ def render(results: dict) -> str:
             f"{r['wall_s'] / row['n']:.3f} s | {_s(r.get('cpu_s'))} | {_s(r.get('host_cpu_s'))} | "
             f"{r.get('peak_rss_mb', '–')} / {r.get('tree_peak_rss_mb', '–')} MB | "
             f"{r.get('ok_hosts', '–')}/{row['n']} | {r.get('leftovers', '–')} | {ratio} |")
-    rounds = [(row["contender"], row["result"]) for row in results["rows"]
-              if "walls_by_round_s" in row["result"]]
+    rounds: dict = {}  # (n, jobs): [(contender, result)] of the contenders that took turns
+    for row in results["rows"]:
+        if "walls_by_round_s" in row["result"]:
+            rounds.setdefault((row["n"], row["jobs"]), []).append((row["contender"], row["result"]))
     if rounds:
-        lines += ["", f"Rounds of the turns, each on a new sshd (ports "
-                  f"{', '.join(str(port) for port in rounds[0][1]['ports'])}), wall in seconds:"]
-        lines += [f"- {name}: {' '.join(f'{wall:.2f}' for wall in result['walls_by_round_s'])}"
-                  for name, result in rounds]
+        lines += ["", "Each round of the turns on a new sshd (its port), wall in seconds:", ""]
+        for (n, jobs), taken in rounds.items():
+            walls = "; ".join(f"{name} {' '.join(f'{wall:.2f}' for wall in result['walls_by_round_s'])}"
+                              for name, result in taken)
+            ports = ", ".join(str(port) for port in taken[0][1]["ports"])
+            lines.append(f"- {n} hosts, jobs {jobs} (ports {ports}): {walls}")
     lines += ["", END]
     return "\n".join(lines)
 
