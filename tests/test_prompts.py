@@ -4,9 +4,12 @@ end-of-file and a notice; quiet or slow commands never ask."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import shutil
+import signal
 import socket
 import stat
 import time
@@ -149,6 +152,17 @@ def test_a_program_waiting_on_the_network_is_not_a_prompt(kernel):
     assert execution.stdout == "status 124\n"
 
 
+def prompt_watchers(kernel) -> tuple[list[int], str]:
+    """The kernel's prompt watchers (one, unless it died) and the shell's bash
+    major version."""
+    shell, state_dir, bash = kernel.ok('echo "$$ $__shell_kernel_dir $BASH_VERSINFO"').split()
+    # The watcher's arguments end with the shell's pid and state directory; a
+    # subshell it forks (the portable detector's `ps | awk`) has them too.
+    table = process_table()
+    matching = {pid for pid in table if argv(pid)[-3:-1] == [shell.encode(), state_dir.encode()]}
+    return [pid for pid in matching if table[pid][0] not in matching], bash
+
+
 def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
     """Between cells the prompt watcher waits on its FIFO, not looking at a
     shell that waits for commands five times a second; a cell's start wakes
@@ -156,12 +170,7 @@ def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
     watcher's read calls (/proc/PID/io), which a slow machine makes fewer,
     never more. (Bash 3.2's read -t takes whole seconds: its watcher pauses
     by sleep, which nothing wakes, and looks every 0.2 s between cells.)"""
-    shell, state_dir, bash = kernel.ok('echo "$$ $__shell_kernel_dir $BASH_VERSINFO"').split()
-    # The watcher's arguments end with the shell's pid and state directory; a
-    # subshell it forks (the portable detector's `ps | awk`) has them too.
-    table = process_table()
-    matching = {pid for pid in table if argv(pid)[-3:-1] == [shell.encode(), state_dir.encode()]}
-    watchers = [pid for pid in matching if table[pid][0] not in matching]
+    watchers, bash = prompt_watchers(kernel)
     assert len(watchers) == 1
 
     def reads() -> int:
@@ -188,6 +197,26 @@ def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
     looks = kernel.ok("true; " + read_count + "first=$value; sleep 1; " + read_count
                       + "echo $(( value - first ))")
     assert int(looks) >= 6
+
+
+def test_the_watcher_outlives_a_sigalrm_that_no_read_waits_for(kernel):
+    """Bash before 4.3 puts SIGALRM's default action back as a read -t ends,
+    before it stops the read's timer: under load the timer could run out in
+    between and kill the watcher, after which no prompt of the session asked
+    (seen on bash 4.2 in CI: "the prompt watcher's terminal closed" as a cell
+    began, then cells waiting for input with no question). A SIGALRM sent
+    from outside is that late signal, at any moment (bash 5's read -t does
+    not use the signal: there any SIGALRM would kill the watcher)."""
+    watchers, _ = prompt_watchers(kernel)
+    assert len(watchers) == 1
+    for _ in range(5):
+        with contextlib.suppress(ProcessLookupError):  # (killed by the one before)
+            os.kill(watchers[0], signal.SIGALRM)
+        time.sleep(0.1)
+    assert prompt_watchers(kernel)[0] == watchers, "the watcher died of SIGALRM"
+    execution = kernel.answering("read -p 'after the alarms? ' v; echo \"[$v]\"", ["yes"])
+    assert execution.prompts == [("after the alarms? ", False)]
+    assert execution.stdout == "[yes]\n"
 
 
 def test_a_password_reaches_no_output_log_or_state_file(start_kernel, ssh_kernel, sshd, tmp_path):

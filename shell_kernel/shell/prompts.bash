@@ -46,6 +46,13 @@
 
 shell=$1 dir=$2
 umask 077  # its files in the state directory are private, like the shell's
+# SIGALRM ignored. Bash before 4.3 times read -t with SIGALRM and, as the
+# read ends, puts the signal's default action back before it stops its
+# timer: a read that got its input with little time left (a cell's start on
+# the wake FIFO, a leftover line) on a busy machine could be killed by its
+# own timer, and every later prompt of the session with the watcher. Read
+# -t sets its own handler while it waits; a late SIGALRM is then harmless.
+builtin trap '' ALRM
 tty=$(tty 2>/dev/null) || exit 0
 IFS= builtin read -r token || exit 0
 exec 8<&0 </dev/null 2>/dev/null  # 8: to discard what no read took (see discard)
