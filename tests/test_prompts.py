@@ -200,7 +200,7 @@ def test_the_watcher_sleeps_between_cells_and_wakes_as_one_starts(kernel):
 
 
 def test_the_watcher_outlives_a_sigalrm_that_no_read_waits_for(kernel):
-    """Bash before 4.3 puts SIGALRM's default action back as a read -t ends,
+    """Bash before 4.4 puts SIGALRM's default action back as a read -t ends,
     before it stops the read's timer: under load the timer could run out in
     between and kill the watcher, after which no prompt of the session asked
     (seen on bash 4.2 in CI: "the prompt watcher's terminal closed" as a cell

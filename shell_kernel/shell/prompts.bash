@@ -46,7 +46,7 @@
 
 shell=$1 dir=$2
 umask 077  # its files in the state directory are private, like the shell's
-# SIGALRM ignored. Bash before 4.3 times read -t with SIGALRM and, as the
+# SIGALRM ignored. Bash before 4.4 times read -t with SIGALRM and, as the
 # read ends, puts the signal's default action back before it stops its
 # timer: a read that got its input with little time left (a cell's start on
 # the wake FIFO, a leftover line) on a busy machine could be killed by its

@@ -36,10 +36,10 @@ __shell_kernel_reset_stdin() {
   if [[ -n ${__shell_kernel_modes-} ]]; then
     builtin command stty "$__shell_kernel_modes" <&60 2>/dev/null
   fi
-  if (( BASH_VERSINFO[0] > 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] >= 3) )); then
+  if (( BASH_VERSINFO[0] > 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] >= 4) )); then
     while IFS= builtin read -r -s -d '' -n 1 -t 0.01 -u 60 typed 2>/dev/null; do :; done
   elif (( BASH_VERSINFO[0] == 4 )); then
-    # Bash 4.0-4.2's read -t can be killed by its own timer as it ends (see
+    # Bash 4.0-4.3's read -t can be killed by its own timer as it ends (see
     # prompts.bash), this shell with it: the reads go in a subshell that
     # ignores SIGALRM, not in the shell, whose traps are the user's.
     ( builtin trap '' ALRM
