@@ -205,7 +205,7 @@ def test_the_watcher_outlives_a_sigalrm_that_no_read_waits_for(kernel):
     between and kill the watcher, after which no prompt of the session asked
     (seen on bash 4.2 in CI: "the prompt watcher's terminal closed" as a cell
     began, then cells waiting for input with no question). A SIGALRM sent
-    from outside is that late signal, at any moment (bash 5's read -t does
+    from outside is that late signal, at any moment (bash 5.2's read -t does
     not use the signal: there any SIGALRM would kill the watcher)."""
     watchers, _ = prompt_watchers(kernel)
     assert len(watchers) == 1
